@@ -1,0 +1,74 @@
+"""Checkpoints: the first stage of the pipeline (checkpoint -> model -> package -> placement -> validation -> evidence).
+
+`load_checkpoint(spec)` resolves any `--source` to a directory and reads it the same way: config.json (type-checked),
+safetensors weights (names and shapes checked against the config), tokenizer.json when present, and the SHA256 of
+weights and config, computed once here and carried into everything later stages write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from .config import ConfigError, ModelConfig, parse_config
+from .files import (TOKENIZER_FILE, read_config_json, read_shapes, read_tensors, sha256_file, weight_files,
+                    weights_sha256, CONFIG_FILE)
+from .source import DEFAULT_SOURCE, SOURCE_HELP, resolve_source
+from .tensors import CheckpointError, canonicalize_names
+from .tokenizer import load_tokenizer
+
+__all__ = ["Checkpoint", "CheckpointError", "ConfigError", "DEFAULT_SOURCE", "SOURCE_HELP", "load_checkpoint",
+           "load_checkpoint_dir"]
+
+
+@dataclass
+class Checkpoint:
+    source: str  # the --source value as given
+    directory: Path
+    config: ModelConfig
+    raw_config: dict
+    tensors: dict[str, torch.Tensor] = field(repr=False)  # canonical names -> float32
+    tokenizer: Tokenizer | None
+    weights_sha256: str
+    config_sha256: str
+    tokenizer_sha256: str | None
+
+    @property
+    def hashes(self) -> dict:
+        """What every later artifact records about the source it came from."""
+        return {"source": self.source, "weights_sha256": self.weights_sha256, "config_sha256": self.config_sha256,
+                "tokenizer_sha256": self.tokenizer_sha256}
+
+    def require_head(self, purpose: str) -> None:
+        if self.config.head is None:
+            raise CheckpointError(f"{self.source}: {purpose} needs a decision head, but config.json has no "
+                                  "'decision_head' section (an encoder-only checkpoint)")
+
+    def require_tokenizer(self, purpose: str) -> Tokenizer:
+        if self.tokenizer is None:
+            raise CheckpointError(f"{self.source}: {purpose} needs {TOKENIZER_FILE}, which this checkpoint lacks")
+        return self.tokenizer
+
+
+def load_checkpoint_dir(directory: Path, source: str | None = None) -> Checkpoint:
+    directory = Path(directory)
+    raw = read_config_json(directory)
+    config = parse_config(raw)
+    files = weight_files(directory)
+    mapping = canonicalize_names(read_shapes(files), config)
+    tensors = read_tensors(files, mapping)
+    tokenizer_path = directory / TOKENIZER_FILE
+    tokenizer = load_tokenizer(tokenizer_path) if tokenizer_path.is_file() else None
+    return Checkpoint(
+        source=source or str(directory), directory=directory, config=config, raw_config=raw, tensors=tensors,
+        tokenizer=tokenizer, weights_sha256=weights_sha256(files), config_sha256=sha256_file(directory / CONFIG_FILE),
+        tokenizer_sha256=sha256_file(tokenizer_path) if tokenizer is not None else None,
+    )
+
+
+def load_checkpoint(spec: str = DEFAULT_SOURCE) -> Checkpoint:
+    """Load any --source value: local directory, 'laya-multilingual[@commit]', or 'builtin:<name>'."""
+    return load_checkpoint_dir(resolve_source(spec), source=spec)

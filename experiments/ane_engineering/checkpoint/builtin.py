@@ -1,0 +1,183 @@
+"""Offline built-in sources, written deterministically in Hugging Face layout and loaded by the ordinary path.
+
+- `builtin:tiny`: small dimensions, the full architecture (global and sliding encoder layers, decision head,
+  scorer, action head, calibration) and the byte-level tokenizer. Its decisions have clear margins on the fixture
+  questions: random weights from a fixed seed, except the two last decision maps, which carry the committed
+  minimum-norm fit of margins.py; the builder then re-measures every fixture question's smallest top-2 gap in the
+  calibrated-logit space (the decision) and the action-logit space (the action) and refuses to write the source
+  if any is below MIN_DECISION_MARGIN. FP16 noise far below that gap cannot flip a near-tie.
+- `builtin:mmbert-base-shape`: mmBERT-base dimensions (22 layers, 768 hidden, 12 heads, GeGLU 1152, vocab
+  256,000) with random weights, for timing and memory work. No margin search: its decisions mean nothing.
+
+Directories are cached under $ANE_ENGINEERING_CACHE (default ~/.cache/ane-engineering) keyed by a fingerprint of
+the code that determines their bytes, written to a temporary sibling and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from .config import ModelConfig, head_config_to_json, parse_config
+from .tensors import ACTION_FEATURES, expected_tensors
+from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
+
+MIN_DECISION_MARGIN = 0.5  # logits; see module docstring and README "Why builtin:tiny decisions have margins"
+BUILTIN_SEED = 0
+PAD, CLS, SEP, MARK = (BYTE_SPECIALS.index(t) for t in BYTE_SPECIALS)
+
+
+def _head_section(layers: int, heads: int, intermediate: int, scorer: int) -> dict:
+    return {
+        "format_version": 1, "num_layers": layers, "num_attention_heads": heads, "intermediate_size": intermediate,
+        "activation": "relu", "rope_theta": 160000.0, "num_token_types": 3, "scorer_hidden_size": scorer,
+        "max_markers": 32, "marker_token_id": MARK, "cls_token_id": CLS, "sep_token_id": SEP, "output_decimals": 4,
+        "action_head": {"hidden_size": 64, "actions": ["answer", "review", "abstain"], "activation": "gelu"},
+        "calibration": {"temperature": {"choice": 1.5, "score": 2.0, "noul": 1.25}, "none_logit": 0.5},
+    }
+
+
+def _encoder_section(vocab: int, hidden: int, layers: int, heads: int, intermediate: int) -> dict:
+    theta = 160000.0  # the multilingual checkpoint uses 160000 for both global and local RoPE
+    return {
+        "architectures": ["ModernBertModel"], "model_type": "modernbert",
+        "vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "intermediate_size": intermediate, "hidden_activation": "gelu", "max_position_embeddings": 8192,
+        "local_attention": 128, "global_attn_every_n_layers": 3,
+        "layer_types": ["sliding_attention" if i % 3 else "full_attention" for i in range(layers)],
+        "global_rope_theta": theta, "local_rope_theta": theta,
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": theta},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": theta}},
+        "norm_eps": 1e-5, "norm_bias": False, "attention_bias": False, "mlp_bias": False,
+        "pad_token_id": PAD, "cls_token_id": CLS, "sep_token_id": SEP, "bos_token_id": CLS, "eos_token_id": SEP,
+    }
+
+
+BUILTINS = {
+    "tiny": {**_encoder_section(BYTE_VOCAB_SIZE, 128, 6, 2, 192), "decision_head": _head_section(2, 2, 256, 320)},
+    "mmbert-base-shape": {**_encoder_section(256000, 768, 22, 12, 1152), "decision_head": _head_section(2, 12, 1152, 256)},
+}
+
+
+def random_tensors(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
+    """Scaled-normal weights that keep activations O(1) through the residual stream; deterministic per seed."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    depth = config.encoder.num_hidden_layers + (config.head.num_layers if config.head else 0)
+    tensors = {}
+    for name, shape in sorted(expected_tensors(config).items()):
+        if name.endswith("norm.weight"):
+            value = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+        elif name.endswith(".bias"):
+            value = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        elif "embeddings" in name:
+            value = rng.standard_normal(shape, dtype=np.float32)
+        else:
+            fan_in = shape[1]
+            gain = 1.0
+            if name.endswith(("attn.Wo.weight", "mlp.Wo.weight")):
+                gain = (2.0 * depth) ** -0.5  # residual branches: keep the stream's scale bounded
+            value = (gain / np.sqrt(fan_in)) * rng.standard_normal(shape, dtype=np.float32)
+        tensors[name] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+    return tensors
+
+
+def decision_margins(config: ModelConfig, tensors: dict) -> dict:
+    """Smallest top-2 gaps over the fixture questions, from the FP32 reference model."""
+    from ..decision.host import DecisionHost
+    from ..decision.questions import encode_question, load_questions
+    from ..model.reference import ReferenceDecisionModel
+
+    model = ReferenceDecisionModel(config, tensors).eval()
+    host = DecisionHost(config.head, tensors)
+    tokenizer = build_byte_tokenizer()
+    worst_decision, worst_action = float("inf"), float("inf")
+    with torch.no_grad():
+        for question in load_questions():
+            encoded = encode_question(tokenizer, config.head, question)
+            ids = torch.tensor([encoded.input_ids])
+            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]))
+            decision = host.finish(encoded, scores[0, list(encoded.marker_positions)].numpy())
+            temperature = config.head.calibration.temperature[question.kind]
+            logits = np.asarray(decision.option_logits) / temperature
+            if question.kind == "noul":
+                logits = np.append(logits, config.head.calibration.none_logit)
+            worst_decision = min(worst_decision, float(np.diff(np.sort(logits)[-2:])[0]))
+            worst_action = min(worst_action, float(np.diff(np.sort(decision.action_logits)[-2:])[0]))
+    return {"min_decision_logit_gap": worst_decision, "min_action_logit_gap": worst_action}
+
+
+def _write(directory: Path, raw_config: dict, tensors: dict, meta: dict) -> None:
+    (directory / "config.json").write_text(json.dumps(raw_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    build_byte_tokenizer().save(str(directory / "tokenizer.json"))
+    (directory / "builtin.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def build_builtin(name: str, directory: Path) -> dict:
+    """Write built-in source `name` into `directory` (must be empty); returns what was chosen and measured."""
+    if name not in BUILTINS:
+        raise ValueError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
+    raw = BUILTINS[name]
+    config = parse_config(raw)
+    config_json = {**raw, "decision_head": head_config_to_json(config.head)}
+    tensors = random_tensors(config, BUILTIN_SEED)
+    meta = {"name": name, "seed": BUILTIN_SEED}
+    if name == "tiny":
+        from .margins import FIT_PATH, apply_fit
+
+        tensors = apply_fit(tensors, json.loads(FIT_PATH.read_text(encoding="utf-8")))
+        margins = decision_margins(config, tensors)
+        if min(margins.values()) < MIN_DECISION_MARGIN:
+            raise RuntimeError(f"builtin:tiny decision margins {margins} fell below {MIN_DECISION_MARGIN}; "
+                               "regenerate the fit with `python -m experiments.ane_engineering.checkpoint.margins`")
+        meta.update(min_decision_margin=MIN_DECISION_MARGIN, margins=margins)
+    _write(directory, config_json, tensors, meta)
+    return meta
+
+
+def builder_fingerprint(name: str) -> str:
+    """Hash of every source file that decides the bytes of built-in `name` (and, for tiny, its seed)."""
+    here = Path(__file__).resolve().parent
+    package = here.parent
+    files = [here / f for f in ("builtin.py", "config.py", "tensors.py", "tokenizer.py")]
+    if name == "tiny":
+        files.append(here / "builtin_tiny_fit.json")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(json.dumps(BUILTINS[name], sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ANE_ENGINEERING_CACHE", Path.home() / ".cache" / "ane-engineering"))
+
+
+def materialize_builtin(name: str) -> Path:
+    """The directory of built-in `name`, built on first use; concurrent builders race safely to one rename."""
+    if name not in BUILTINS:
+        raise ValueError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
+    target = cache_root() / "builtin" / f"{name}-{builder_fingerprint(name)}"
+    if (target / "builtin.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        build_builtin(name, staging)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / "builtin.json").is_file():
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target

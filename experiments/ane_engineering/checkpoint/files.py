@@ -1,0 +1,111 @@
+"""Reading a Hugging Face-layout directory: config.json, safetensors weights (single or sharded), hashes.
+
+Only JSON and safetensors are ever parsed. A directory holding only pickle-based weights is refused, and a
+`model.safetensors` that is not a safetensors file is refused by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from .tensors import CheckpointError
+
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+CONFIG_FILE = "config.json"
+TOKENIZER_FILE = "tokenizer.json"
+PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+ACCEPTED_DTYPES = {torch.float32, torch.float16, torch.bfloat16}
+
+
+def sha256_file(path: Path, chunk: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_json(value) -> str:
+    """Hash of a JSON value in canonical form (sorted keys, no whitespace)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_config_json(directory: Path) -> dict:
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{directory}: no {CONFIG_FILE}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: not valid JSON ({error})") from error
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The safetensors files holding the weights, in a fixed order; refuses pickle-only checkpoints."""
+    single, index = directory / WEIGHTS_FILE, directory / WEIGHTS_INDEX
+    if single.is_file():
+        return [single]
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise CheckpointError(f"{index}: not a valid safetensors index ({error})") from error
+        shards = sorted(set(weight_map.values()))
+        if not shards or not all(isinstance(s, str) and s.endswith(".safetensors") and "/" not in s for s in shards):
+            raise CheckpointError(f"{index}: weight_map must name .safetensors shards in this directory")
+        missing = [s for s in shards if not (directory / s).is_file()]
+        if missing:
+            raise CheckpointError(f"{index}: shard(s) not found: {', '.join(missing)}")
+        return [directory / s for s in shards]
+    pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_WEIGHT_SUFFIXES)
+    if pickles:
+        raise CheckpointError(f"{directory}: weights are only in non-safetensors file(s) {', '.join(pickles)}; "
+                              "this harness never loads pickle. Convert them to model.safetensors.")
+    raise CheckpointError(f"{directory}: no {WEIGHTS_FILE} or {WEIGHTS_INDEX}")
+
+
+def weights_sha256(files: list[Path]) -> str:
+    """SHA256 of one weights file, or for shards the hash of the canonical {shard: sha256} map."""
+    if len(files) == 1:
+        return sha256_file(files[0])
+    return sha256_json({f.name: sha256_file(f) for f in files})
+
+
+def read_shapes(files: list[Path]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path in files:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                for name in handle.keys():
+                    if name in shapes:
+                        raise CheckpointError(f"tensor '{name}' appears in more than one shard")
+                    shapes[name] = tuple(handle.get_slice(name).get_shape())
+        except CheckpointError:
+            raise
+        except Exception as error:  # safetensors raises SafetensorError / OSError on non-safetensors bytes
+            raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from error
+    return shapes
+
+
+def read_tensors(files: list[Path], mapping: dict[str, str]) -> dict[str, torch.Tensor]:
+    """Load the mapped tensors as float32 under their canonical names."""
+    tensors: dict[str, torch.Tensor] = {}
+    for path in files:
+        with safe_open(str(path), framework="pt") as handle:
+            for name in handle.keys():
+                if name not in mapping:
+                    continue
+                tensor = handle.get_tensor(name)
+                if tensor.dtype not in ACCEPTED_DTYPES:
+                    raise CheckpointError(f"tensor '{name}' has dtype {tensor.dtype}; expected float32, float16 or bfloat16")
+                tensor = tensor.to(torch.float32)
+                if not torch.isfinite(tensor).all():
+                    raise CheckpointError(f"tensor '{name}' contains NaN or Inf")
+                tensors[mapping[name]] = tensor
+    return tensors

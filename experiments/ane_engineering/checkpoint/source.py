@@ -1,0 +1,35 @@
+"""One loading path for every `--source`: a local directory, the pinned hub source, or a built-in one.
+
+Every source ends as a directory in Hugging Face layout that `load_checkpoint` reads the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BUILTIN_PREFIX = "builtin:"
+DEFAULT_SOURCE = "builtin:tiny"
+SOURCE_HELP = ("checkpoint to load: a local directory in Hugging Face layout (config.json + model.safetensors "
+               "[+ tokenizer.json]); 'laya-multilingual' (the pinned hub commit); or an offline built-in: "
+               "'builtin:tiny' (default) or 'builtin:mmbert-base-shape'")
+
+
+def resolve_source(spec: str) -> Path:
+    """Turn a --source value into a local directory, writing or downloading it first when needed."""
+    if spec.startswith(BUILTIN_PREFIX):
+        from .builtin import materialize_builtin
+
+        return materialize_builtin(spec[len(BUILTIN_PREFIX):])
+    from .hub import read_pins
+
+    if spec.partition("@")[0] in read_pins():
+        from .hub import download_pinned
+
+        return download_pinned(spec)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ('builtin:tiny', "
+                                "'builtin:mmbert-base-shape') or named hub source ('laya-multilingual')")
+    if not path.is_dir():
+        raise NotADirectoryError(f"--source {spec!r} must be a directory in Hugging Face layout, not a file")
+    return path.resolve()

@@ -1,0 +1,55 @@
+"""Tokenizers: a checkpoint's own `tokenizer.json`, or the byte-level one written for the built-in sources.
+
+The built-in tokenizer maps each UTF-8 byte to one token (ids 4..259) after four special tokens, so token counts
+of the fixture questions are exact and language-independent to reason about: one token per byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+BYTE_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MARK]")
+BYTE_VOCAB_SIZE = len(BYTE_SPECIALS) + 256
+
+
+def _bytes_to_symbols() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map, the alphabet of tokenizers' ByteLevel pre-tokenizer."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, codes)))
+
+
+def build_byte_tokenizer() -> Tokenizer:
+    """A deterministic byte-level tokenizer: specials 0..3, then byte b -> id 4 + b. No merges."""
+    vocab = {name: index for index, name in enumerate(BYTE_SPECIALS)}
+    for byte, symbol in sorted(_bytes_to_symbols().items()):
+        vocab[symbol] = len(BYTE_SPECIALS) + byte
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(list(BYTE_SPECIALS))
+    # Like ModernBERT's own tokenizers: a plain encode() wraps the text as [CLS] text [SEP].
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", BYTE_SPECIALS.index("[CLS]")), ("[SEP]", BYTE_SPECIALS.index("[SEP]"))])
+    return tokenizer
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    """Load `tokenizer.json` with the tokenizers library (JSON only; never a pickled tokenizer)."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as error:  # tokenizers raises a bare Exception on malformed files
+        raise ValueError(f"{path}: not a valid tokenizer.json ({error})") from error
+
+
+def special_token_texts(tokenizer: Tokenizer) -> list[str]:
+    """Texts the tokenizer would turn into special tokens; question text must not contain them."""
+    return [token.content for token in tokenizer.get_added_tokens_decoder().values() if token.special]
