@@ -1,0 +1,71 @@
+"""What the host prepares for the one device call: fixed-shape (B, C, 1, S) inputs for one bucket length.
+
+The embedding table (256,000 x 768 for mmBERT) stays on the host; only the rows of the request's tokens are
+looked up. Padding columns get the pad token's row (their values never reach a valid token: keys at padding are
+masked). Masks are finite additive biases in the score layout [0, key, 0, query] (see model/masks.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..buckets import MARKER_SLOTS
+from ..checkpoint.config import ModelConfig
+from ..checkpoint.tensors import HEAD_PREFIX
+from ..model.masks import additive_bc1s
+
+
+class DeviceInputError(ValueError):
+    """A request that cannot become valid device inputs; never truncated, never guessed."""
+
+
+def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tuple[int, ...], length: int) -> dict[str, np.ndarray]:
+    """embeddings (1, C, 1, L), global_mask (1, L, 1, L) and, with sliding layers, local_mask (1, L, 1, L)."""
+    enc = config.encoder
+    n = len(input_ids)
+    if n == 0:
+        raise DeviceInputError("a request needs at least one token")
+    if n > length:
+        raise DeviceInputError(f"{n} tokens do not fit the bucket of {length}; inputs are never truncated")
+    bad = [t for t in input_ids if not (isinstance(t, (int, np.integer)) and 0 <= t < enc.vocab_size)]
+    if bad:
+        raise DeviceInputError(f"token id(s) {bad[:5]} outside the vocabulary of {enc.vocab_size}")
+    ids = torch.full((length,), enc.pad_token_id, dtype=torch.long)
+    ids[:n] = torch.tensor(list(input_ids), dtype=torch.long)
+    rows = tensors["embeddings.tok_embeddings.weight"][ids]  # (L, C): only the needed rows
+    valid = torch.zeros(1, length, dtype=torch.bool)
+    valid[0, :n] = True
+    out = {
+        "embeddings": rows.T.reshape(1, enc.hidden_size, 1, length).numpy().astype(np.float32),  # (1, C, 1, L)
+        "global_mask": additive_bc1s(valid, None).numpy(),  # (1, L, 1, L)
+    }
+    if "sliding_attention" in enc.layer_types:
+        out["local_mask"] = additive_bc1s(valid, enc.window_radius).numpy()  # (1, L, 1, L)
+    return out
+
+
+def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, marker_positions, length: int) -> dict[str, np.ndarray]:
+    """encoder_inputs plus type_vectors (1, C, 1, L) and the one-hot marker_selector (1, L, 1, MARKER_SLOTS)."""
+    head = config.head
+    if head is None:
+        raise DeviceInputError("body inputs need a decision head")
+    out = encoder_inputs(config, tensors, input_ids, length)
+    n = len(input_ids)
+    if len(token_types) != n:
+        raise DeviceInputError(f"{len(token_types)} token types for {n} tokens")
+    if any(not (0 <= t < head.num_token_types) for t in token_types):
+        raise DeviceInputError(f"token types must be in [0, {head.num_token_types})")
+    if not 1 <= len(marker_positions) <= MARKER_SLOTS:
+        raise DeviceInputError(f"{len(marker_positions)} options; the graph has 1..{MARKER_SLOTS} marker slots")
+    if any(not (0 <= p < n) for p in marker_positions) or len(set(marker_positions)) != len(marker_positions):
+        raise DeviceInputError(f"marker positions {list(marker_positions)} must be distinct valid token positions (< {n})")
+    table = tensors[f"{HEAD_PREFIX}type_embeddings.weight"]  # (T, C)
+    types = torch.zeros(length, config.encoder.hidden_size)
+    types[:n] = table[torch.tensor(list(token_types), dtype=torch.long)]  # padding columns stay zero
+    selector = np.zeros((1, length, 1, MARKER_SLOTS), dtype=np.float32)  # (1, L, 1, M)
+    for slot, position in enumerate(marker_positions):
+        selector[0, position, 0, slot] = 1.0
+    out["type_vectors"] = types.T.reshape(1, -1, 1, length).numpy().astype(np.float32)  # (1, C, 1, L)
+    out["marker_selector"] = selector
+    return out
