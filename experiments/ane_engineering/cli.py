@@ -1,0 +1,58 @@
+"""Shared command-line plumbing: the --source option, refusing existing outputs, atomic writes, clean errors."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .checkpoint import DEFAULT_SOURCE, SOURCE_HELP
+
+
+class UsageError(Exception):
+    """A request the command refuses; printed without a traceback, exit status 2."""
+
+
+def add_source_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", default=DEFAULT_SOURCE, help=SOURCE_HELP + f" (default: {DEFAULT_SOURCE})")
+
+
+def refuse_existing(path: Path) -> Path:
+    path = Path(path)
+    if path.exists():
+        raise UsageError(f"{path} already exists; outputs are never overwritten. Choose a new path or remove it.")
+    if not path.parent.exists():
+        raise UsageError(f"{path.parent} does not exist")
+    return path
+
+
+@contextmanager
+def atomic_file(path: Path):
+    """Yield a temporary sibling path; rename it to `path` only if the block succeeds (and `path` is still free)."""
+    path = refuse_existing(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    temporary = Path(temporary)
+    try:
+        yield temporary
+        if path.exists():
+            raise UsageError(f"{path} appeared while this command ran; not overwriting it")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def run_main(main, argv=None) -> int:
+    """Run a command's main(argv); known refusals become one clear line on stderr and a non-zero exit."""
+    from .checkpoint import CheckpointError, ConfigError
+    from .checkpoint.hub import HubSourceError
+
+    try:
+        return main(argv) or 0
+    except (UsageError, CheckpointError, ConfigError, HubSourceError, FileNotFoundError, NotADirectoryError,
+            ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,93 @@
+"""`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a conversion.
+
+Writes a float32 .npy of shape (tokens, hidden) for the valid tokens only. Backends: `reference` (the original
+B x L x C FP32 model, no padding) and `bc1s` (the BC1S export model in FP32 at a bucket length, with padding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+from .buckets import BUCKET_LENGTHS, smallest_bucket
+from .checkpoint import load_checkpoint
+from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+
+BACKENDS = ("reference", "bc1s")
+
+
+def parse_ids(text: str) -> list[int]:
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise UsageError(f"--ids must be comma-separated integers, got {text!r}") from error
+    if not ids:
+        raise UsageError("--ids is empty")
+    return ids
+
+
+def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
+    if ids is not None:
+        return parse_ids(ids)
+    tokenizer = checkpoint.require_tokenizer("--text")
+    # The tokenizer's own post-processor decides special tokens, as transformers' tokenizer would.
+    return tokenizer.encode(text).ids
+
+
+def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None) -> np.ndarray:
+    """(tokens, hidden) float32 final hidden states of the valid tokens."""
+    from .decision.device_inputs import encoder_inputs
+
+    enc = checkpoint.config.encoder
+    if any(not 0 <= t < enc.vocab_size for t in input_ids):
+        raise UsageError(f"token ids must be in [0, {enc.vocab_size})")
+    n = len(input_ids)
+    with torch.no_grad():
+        if backend == "reference":
+            from .model.reference import ReferenceEncoder
+
+            model = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval()
+            ids = torch.tensor([input_ids])
+            return model(model.embed(ids), torch.ones_like(ids, dtype=torch.bool))[0].numpy()
+        if backend == "bc1s":
+            from .bc1s.models import BC1SEncoder
+
+            length = length or smallest_bucket(n)
+            if length is None or n > length:
+                raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are never truncated")
+            model = BC1SEncoder(checkpoint.config, checkpoint.tensors, length).eval()
+            inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
+            return model(**inputs)[0, :, 0, :n].T.contiguous().numpy()  # (n, C)
+    raise UsageError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.encode", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_argument(parser)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--text", help="text to tokenize with the checkpoint's tokenizer.json")
+    group.add_argument("--ids", help="comma-separated token ids, e.g. 1,72,105,2")
+    parser.add_argument("--backend", choices=BACKENDS, default="reference", help="what computes the hidden states")
+    parser.add_argument("--length", type=int, help="bucket length for bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
+    parser.add_argument("--output", required=True, help="new .npy file (refused if it exists)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    refuse_existing(args.output)
+    checkpoint = load_checkpoint(args.source)
+    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length)
+    with atomic_file(args.output) as temporary:
+        with open(temporary, "wb") as handle:
+            np.save(handle, hidden.astype(np.float32))
+    print(f"wrote {args.output}: {hidden.shape[0]} tokens x {hidden.shape[1]} hidden, float32 ({args.backend})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
