@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -36,6 +37,9 @@ def atomic_file(path: Path):
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
     temporary = Path(temporary)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the final file ordinary permissions
     try:
         yield temporary
         if path.exists():
@@ -50,9 +54,11 @@ def run_main(main, argv=None) -> int:
     from .checkpoint import CheckpointError, ConfigError
     from .checkpoint.hub import HubSourceError
 
+    # SIGTERM becomes SystemExit so `finally` blocks run and staging directories are removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return main(argv) or 0
-    except (UsageError, CheckpointError, ConfigError, HubSourceError, FileNotFoundError, NotADirectoryError,
+    except (UsageError, CheckpointError, ConfigError, HubSourceError, FileNotFoundError, FileExistsError, NotADirectoryError,
             ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
