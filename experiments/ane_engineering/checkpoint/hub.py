@@ -52,13 +52,32 @@ def download_pinned(name: str, timeout_s: float = 10.0) -> Path:
 
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(timeout_s)))
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(timeout_s)))
+    # huggingface_hub retries a failed tree listing 5 times with backoff (about 25 s when the hub is down), so
+    # reachability is checked first with one request and no retries; unreachable -> only the local cache is read.
+    unreachable = _unreachable(timeout_s)
     try:
-        return Path(snapshot_download(repo_id=repo_id, revision=commit, allow_patterns=ALLOWED_PATTERNS))
+        return Path(snapshot_download(repo_id=repo_id, revision=commit, allow_patterns=ALLOWED_PATTERNS,
+                                      local_files_only=unreachable is not None))
     except LocalEntryNotFoundError as error:
+        reason = unreachable or error
         raise HubSourceError(
             f"cannot reach the Hugging Face hub to fetch {repo_id}@{commit} and it is not in the local cache "
-            f"({error.__class__.__name__}). Pass --source DIR with a local copy of the checkpoint.") from error
+            f"({reason.__class__.__name__}). Pass --source DIR with a local copy of the checkpoint.") from error
     except Exception as error:  # network, auth or missing-revision errors: never guess, say what to do
         raise HubSourceError(
             f"could not fetch {repo_id}@{commit} from the Hugging Face hub: {error.__class__.__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''} Pass --source DIR with a local copy of the checkpoint.") from error
+
+
+def _unreachable(timeout_s: float) -> Exception | None:
+    """One request to the hub endpoint without retries: the error if it cannot be reached, else None."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.HF_HUB_OFFLINE:
+        return None  # snapshot_download then reads only the local cache, at once
+    try:
+        get_session().head(constants.ENDPOINT, timeout=timeout_s)
+    except Exception as error:  # connection refused, DNS failure, timeout, TLS: the hub is not reachable from here
+        return error
+    return None
