@@ -1,0 +1,88 @@
+"""The static placement check: run the rule catalogue over a PyMIL program and report a labelled prediction.
+
+This is not Core ML's compute plan (that needs macOS; see compute_plan.py). It predicts placement from the rules in
+rules.py: a non-constant op with an error finding is predicted off the ANE. Works on Linux, from `model._mil_program`
+right after ct.convert or from a saved .mlpackage via `load_program`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from .rules import CATALOGUE, CheckContext, Rule, is_const_like
+
+LABEL = "prediction (static rules; not a Core ML compute plan)"
+
+
+def load_program(package_path) -> tuple[object, object]:
+    """(PyMIL program, model spec) of a saved .mlpackage, without loading it into Core ML (works on Linux)."""
+    import coremltools as ct
+    from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
+
+    package_path = Path(package_path)
+    if not package_path.exists():
+        raise FileNotFoundError(f"no package at {package_path}")
+    model = ct.models.MLModel(str(package_path), skip_model_load=True)
+    spec = model.get_spec()
+    if spec.WhichOneof("Type") != "mlProgram":
+        raise ValueError(f"{package_path} is not an ML Program (type {spec.WhichOneof('Type')!r})")
+    program = load_milproto(spec, spec.specificationVersion, model.weights_dir)
+    return program, spec
+
+
+def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE) -> dict:
+    """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report."""
+    ctx = CheckContext(program, spec)
+    severity = {rule.id: rule.severity for rule in rules}
+    findings = []
+    for rule in rules:
+        findings.extend(rule.check(ctx))
+
+    non_constant = {op.name: op.op_type for op in ctx.non_constant_ops}
+    off: dict[str, dict] = {}
+    for finding in findings:
+        if severity[finding.rule] != "error" or finding.op not in non_constant or is_const_like(finding.op_type):
+            continue
+        entry = off.setdefault(finding.op, {"op": finding.op, "op_type": non_constant[finding.op], "rules": []})
+        if finding.rule not in entry["rules"]:
+            entry["rules"].append(finding.rule)
+
+    errors = sum(1 for f in findings if severity[f.rule] == "error")
+    warnings = len(findings) - errors
+    n_ops = len(non_constant)
+    return {
+        "label": LABEL,
+        "rules": [rule.to_dict() for rule in rules],
+        "findings": [dict(f.to_dict(), severity=severity[f.rule]) for f in findings],
+        "findings_by_rule": dict(sorted(Counter(f.rule for f in findings).items())),
+        "violations": errors,
+        "warnings": warnings,
+        "ops": {"non_constant": n_ops, "constant": len(ctx.constant_ops),
+                "by_type": dict(sorted(Counter(op.op_type for op in ctx.operations).items()))},
+        "predicted_off_ane": list(off),
+        "predicted_off_ane_ops": list(off.values()),
+        "predicted_ane_fraction": (n_ops - len(off)) / n_ops if n_ops else None,
+        "spec_checked": spec is not None,
+    }
+
+
+def require_ane_gate(report: dict, allow_op_types: set[str] | frozenset[str] = frozenset()) -> tuple[bool, list[str]]:
+    """Fail when the static rules predict any non-constant op off the ANE, unless its type is in `allow_op_types`.
+
+    Placement only: error findings that are not about an op's placement (e.g. a non-finite constant, a ranged
+    input) count as violations in the report but do not decide this gate on their own.
+    """
+    allow = set(allow_op_types or ())
+    offenders = [entry for entry in report.get("predicted_off_ane_ops", []) if entry["op_type"] not in allow]
+    if not offenders:
+        return True, []
+    by_type: dict[str, dict] = {}
+    for entry in offenders:
+        slot = by_type.setdefault(entry["op_type"], {"count": 0, "rules": set(), "example": entry["op"]})
+        slot["count"] += 1
+        slot["rules"].update(entry["rules"])
+    summary = ", ".join(f"{op_type} x{slot['count']} (e.g. {slot['example']}; {', '.join(sorted(slot['rules']))})"
+                        for op_type, slot in sorted(by_type.items(), key=lambda kv: -kv[1]["count"]))
+    return False, [f"static rules ({report.get('label', LABEL)}) predict {len(offenders)} non-constant op(s) off "
+                   f"the Neural Engine: {summary}"]
