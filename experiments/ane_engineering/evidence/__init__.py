@@ -1,0 +1,1 @@
+"""Evidence: provenance every output records (tool versions, harness fingerprint, machine)."""

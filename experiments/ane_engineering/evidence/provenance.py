@@ -1,0 +1,46 @@
+"""What produced a result: tool versions, a fingerprint of the harness source, the machine.
+
+Every manifest and evidence file embeds these, so a number can be traced to the exact code and tools behind it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import sys
+from pathlib import Path
+
+HARNESS_ROOT = Path(__file__).resolve().parent.parent
+TOOL_PACKAGES = ("torch", "coremltools", "numpy", "safetensors", "tokenizers", "huggingface_hub", "scikit-learn",
+                 "numba", "scipy", "transformers")
+
+
+def tool_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for package in TOOL_PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def harness_files() -> list[Path]:
+    """The harness source: every .py and .json under experiments/ane_engineering, in a fixed order."""
+    return sorted(p for p in HARNESS_ROOT.rglob("*") if p.suffix in (".py", ".json") and "__pycache__" not in p.parts)
+
+
+def harness_fingerprint() -> dict:
+    digest = hashlib.sha256()
+    files = harness_files()
+    for path in files:
+        digest.update(path.relative_to(HARNESS_ROOT).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return {"sha256": digest.hexdigest(), "files": len(files), "root": "experiments/ane_engineering"}
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "system": platform.system(), "machine": platform.machine(),
+            "processor": platform.processor() or None, "cpu_count": os.cpu_count(), "python_executable": sys.executable}

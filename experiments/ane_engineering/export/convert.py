@@ -1,0 +1,122 @@
+"""Trace an ExportSpec and convert it with coremltools to an FP16 ML Program.
+
+Deployment target: macOS 15 / iOS 18 (MIL opset CoreML8). Why: it is the first target whose palettization
+emits `constexpr_lut_to_dense` with per-grouped-channel LUTs (the palettize stage needs it), FP16 model inputs and
+outputs are allowed (since macOS 13), so the host hands FP16 straight to the ANE without an in-graph cast, and it
+is what the reference run used (macOS 27.2 runs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+
+import numpy as np
+import torch
+
+from .kinds import ExportSpec
+
+DEPLOYMENT_TARGET = "macOS15"
+
+# The coremltools default pipeline runs 95 passes and validates the whole program after each; on a 24-layer BC1S
+# body most passes find nothing to do and conversion time is dominated by that validation. These are the default
+# passes that change BC1S graphs (measured pass by pass), in the default order. tests/test_export_pipeline.py
+# checks that the lean pipeline yields exactly the program the default one does, for every BC1S kind.
+LEAN_BC1S_PASSES = (
+    "common::update_output_dtypes", "common::noop_elimination", "common::const_elimination",
+    "common::sanitize_input_output_names", "common::const_deduplication", "common::fuse_layernorm_or_instancenorm",
+    "common::dedup_op_and_var_names", "common::add_fp16_cast", "common::update_output_dtypes",
+    "common::const_elimination", "common::dead_code_elimination", "common::cast_optimization",
+    "common::dead_code_elimination", "common::const_deduplication", "common::dead_code_elimination",
+    "common::topological_reorder", "common::dead_code_elimination",
+)
+
+
+@contextlib.contextmanager
+def quiet_coremltools():
+    """coremltools prints an untested-torch warning and per-pass progress bars; keep our own progress readable."""
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+
+
+def import_coremltools():
+    with quiet_coremltools():
+        import coremltools as ct
+    return ct
+
+
+_SCALAR_CAST_PATCHED = False
+
+
+def install_numpy2_scalar_cast_workaround() -> None:
+    """coremltools 9.0's torch frontend converts `aten::Int`/`aten::Bool` of a folded constant with `int(x.val)`;
+    under NumPy >= 2.4 a shape-(1,) array no longer converts ("only 0-dimensional arrays can be converted to Python
+    scalars"). The original-layout baseline traces such nodes (sizes read from tensor shapes). Re-register those two
+    ops, through coremltools' documented `register_torch_op(override=True)`, with `.item()` on the constant.
+    BC1S graphs never emit these nodes."""
+    global _SCALAR_CAST_PATCHED
+    if _SCALAR_CAST_PATCHED:
+        return
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.frontend.torch import ops as torch_ops
+    from coremltools.converters.mil.frontend.torch.torch_op_registry import register_torch_op
+
+    def make(python_type, mil_dtype):
+        def convert_scalar_cast(context, node):
+            x = torch_ops._get_inputs(context, node, expected=1)[0]
+            if x.can_be_folded_to_const():
+                value = python_type(np.asarray(x.val).reshape(-1)[0])
+                context.add(mb.const(val=value, name=node.name), node.name)
+                return
+            torch_ops._cast(context, node, python_type, mil_dtype)
+        return convert_scalar_cast
+
+    for name, python_type, mil_dtype in (("int", int, "int32"), ("bool", bool, "bool")):
+        function = make(python_type, mil_dtype)
+        function.__name__ = name
+        register_torch_op(function, override=True)
+    _SCALAR_CAST_PATCHED = True
+
+
+def _input_types(ct, spec: ExportSpec) -> list:
+    types = []
+    for contract in spec.inputs:
+        dtype = np.int32 if contract.dtype == "int32" else np.float16
+        shape = contract.shape
+        if spec.enumerated_lengths and len(shape) == 2 and shape[1] == spec.length and contract.name != "marker_positions":
+            shape = ct.EnumeratedShapes(shapes=[(1, n) for n in spec.enumerated_lengths], default=(1, spec.length))
+        types.append(ct.TensorType(name=contract.name, shape=shape, dtype=dtype))
+    return types
+
+
+def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
+    """The lean pipeline for BC1S kinds; coremltools' default for the baseline (its graph needs the rest)."""
+    if spec.kind == "baseline" or not lean:
+        return ct.PassPipeline.DEFAULT
+    return ct.PassPipeline(pass_names=list(LEAN_BC1S_PASSES), pipeline_name="ane-engineering-lean-bc1s")
+
+
+def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram"):
+    """Return the converted ct.models.MLModel (not loaded: prediction is macOS-only), or with
+    convert_to="milinternal" the PyMIL program."""
+    ct = import_coremltools()
+    install_numpy2_scalar_cast_workaround()
+    with torch.no_grad():
+        traced = torch.jit.trace(spec.module, spec.example_inputs(), check_trace=False)
+    outputs = [ct.TensorType(name=c.name, dtype=np.float16) for c in spec.outputs]
+    with quiet_coremltools():
+        return ct.convert(
+            traced,
+            inputs=_input_types(ct, spec),
+            outputs=outputs,
+            convert_to=convert_to,
+            compute_precision=ct.precision.FLOAT16,
+            minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
+            pass_pipeline=pass_pipeline(ct, spec, lean),
+            **({"skip_model_load": True} if convert_to == "mlprogram" else {}),
+        )

@@ -1,0 +1,143 @@
+"""What each probe kind exports: the torch module, its example inputs and its I/O contract.
+
+BC1S kinds (fixed shapes, FP16 I/O): `mlp` and `layer` (one block), `encoder` (embedding norm through final norm;
+works for encoder-only checkpoints), `body` (the whole on-device part). `baseline` is the original B x L x C model
+exported the usual way (token ids in, embedding gather, SDPA, enumerated sequence lengths), kept to show why it is
+a poor ANE target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..bc1s.models import BC1SBody, BC1SEncoder, BC1SLayerBlock, BC1SMLPBlock
+from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
+from ..checkpoint import Checkpoint
+
+KINDS = ("mlp", "layer", "encoder", "body", "baseline")
+BC1S_KINDS = ("mlp", "layer", "encoder", "body")
+
+
+@dataclass(frozen=True)
+class TensorContract:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # "float16" | "int32"
+    meaning: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "meaning": self.meaning}
+
+
+@dataclass
+class ExportSpec:
+    kind: str
+    length: int
+    module: nn.Module
+    inputs: list[TensorContract]
+    outputs: list[TensorContract]
+    enumerated_lengths: tuple[int, ...] = ()  # baseline only: the sequence lengths its flexible input accepts
+    notes: list[str] = field(default_factory=list)
+
+    def example_inputs(self) -> tuple[torch.Tensor, ...]:
+        """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
+        return tuple(torch.zeros(c.shape, dtype=torch.int32 if c.dtype == "int32" else torch.float32) for c in self.inputs)
+
+
+def _bc1s_contract(name: str, c: int, length: int) -> TensorContract:
+    meanings = {
+        "hidden_states": ("(1, C, 1, L) hidden states entering the block", (1, c, 1, length)),
+        "embeddings": ("(1, C, 1, L) token embedding rows looked up on the host; padding columns hold the pad row",
+                       (1, c, 1, length)),
+        "global_mask": ("(1, L, 1, L) additive mask [0, key, 0, query] for full-attention layers: 0 or -1e4",
+                        (1, length, 1, length)),
+        "local_mask": ("(1, L, 1, L) additive mask [0, key, 0, query] for sliding-window layers: 0 or -1e4",
+                       (1, length, 1, length)),
+        "type_vectors": ("(1, C, 1, L) token-type embedding rows (question/option/marker), zero at padding",
+                         (1, c, 1, length)),
+        "marker_selector": (f"(1, L, 1, {MARKER_SLOTS}) one-hot: [0, position, 0, slot] = 1 reads that token's score",
+                            (1, length, 1, MARKER_SLOTS)),
+    }
+    meaning, shape = meanings[name]
+    return TensorContract(name, shape, "float16", meaning)
+
+
+def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0) -> ExportSpec:
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {KINDS}")
+    if length < 1:
+        raise ValueError(f"--length must be positive, got {length}")
+    config, tensors = checkpoint.config, checkpoint.tensors
+    c = config.encoder.hidden_size
+    if length > config.encoder.max_position_embeddings:
+        raise ValueError(f"--length {length} exceeds max_position_embeddings {config.encoder.max_position_embeddings}")
+    if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
+        raise ValueError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
+    if kind == "mlp":
+        module = BC1SMLPBlock(config, tensors, length, layer_index)
+        out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) x + ffn(mlp_norm(x))")
+    elif kind == "layer":
+        module = BC1SLayerBlock(config, tensors, length, layer_index)
+        out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) output of the layer")
+    elif kind == "encoder":
+        module = BC1SEncoder(config, tensors, length)
+        out = TensorContract("hidden_states", (1, c, 1, length), "float16",
+                             "(1, C, 1, L) final-norm hidden states; padding columns are meaningless")
+    elif kind == "body":
+        checkpoint.require_head("kind 'body'")
+        module = BC1SBody(config, tensors, length)
+        out = TensorContract("option_logits", (1, 1, 1, MARKER_SLOTS), "float16",
+                             f"(1, 1, 1, {MARKER_SLOTS}) raw score per marker slot; the host masks inactive slots")
+    else:
+        return _baseline_spec(checkpoint, length)
+    module = module.eval()
+    inputs = [_bc1s_contract(name, c, length) for name in module.input_names()]
+    return ExportSpec(kind, length, module, inputs, [out])
+
+
+class BaselineDecision(nn.Module):
+    """The reference model as an ordinary export would take it: ids in, embedding gather, SDPA, gather read-out."""
+
+    def __init__(self, checkpoint: Checkpoint):
+        super().__init__()
+        from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
+
+        self.has_head = checkpoint.config.head is not None
+        if self.has_head:
+            self.model = ReferenceDecisionModel(checkpoint.config, checkpoint.tensors).eval()
+        else:
+            self.model = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        valid = attention_mask > 0  # (1, L)
+        ids = input_ids.long()
+        if not self.has_head:
+            return self.model(self.model.embed(ids), valid, "sdpa")  # (1, L, C)
+        token_types, marker_positions = rest
+        scores = self.model.token_scores(ids, valid, token_types.long(), "sdpa")  # (1, L)
+        return scores.gather(1, marker_positions.long())  # (1, M)
+
+
+def _baseline_spec(checkpoint: Checkpoint, length: int) -> ExportSpec:
+    module = BaselineDecision(checkpoint).eval()
+    lengths = tuple(sorted({*BUCKET_LENGTHS, length}))
+    inputs = [TensorContract("input_ids", (1, length), "int32", "(1, L) token ids (enumerated L)"),
+              TensorContract("attention_mask", (1, length), "int32", "(1, L) 1 for tokens, 0 for padding")]
+    if module.has_head:
+        inputs += [TensorContract("token_types", (1, length), "int32", "(1, L) 0 question, 1 option, 2 marker"),
+                   TensorContract("marker_positions", (1, MARKER_SLOTS), "int32", "(1, 32) token position per slot")]
+        out = TensorContract("option_logits", (1, MARKER_SLOTS), "float16", "(1, 32) raw score per marker slot")
+    else:
+        out = TensorContract("hidden_states", (1, length, checkpoint.config.encoder.hidden_size), "float16",
+                             "(1, L, C) final hidden states")
+    return ExportSpec("baseline", length, module, inputs, [out], enumerated_lengths=lengths,
+                      notes=["original B x L x C layout with enumerated sequence lengths, embedding gather and SDPA: "
+                             "exported to show why it is a poor ANE target"])
+
+
+def example_arrays(spec: ExportSpec) -> dict[str, np.ndarray]:
+    return {c.name: t.numpy() for c, t in zip(spec.inputs, spec.example_inputs())}

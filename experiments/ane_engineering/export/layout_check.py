@@ -1,0 +1,113 @@
+"""The probe's PyTorch layout check: the BC1S module of a kind vs the reference B x L x C model, both FP32.
+
+Never a model against itself: the two sides are built independently from the checkpoint tensors (the reference
+with nn.Linear/nn.LayerNorm/rotate_half in B x L x C, the BC1S side with 1x1 convs, channel norms and per-head
+einsums in (1, C, 1, L)). Inputs are padded (fewer valid tokens than the bucket) so masks are exercised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import tolerances
+from ..checkpoint import Checkpoint
+from ..decision.device_inputs import body_inputs, encoder_inputs
+from ..model.masks import additive_bc1s
+from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
+from .kinds import ExportSpec
+
+MAX_BODY_QUESTIONS = 8
+
+
+def _to_blc(x: torch.Tensor) -> torch.Tensor:
+    return x[:, :, 0, :].transpose(1, 2)  # (1, C, 1, L) -> (1, L, C)
+
+
+def _valid(length: int) -> tuple[int, torch.Tensor]:
+    n = max(1, length - length // 4)  # leave a quarter of the bucket as padding
+    valid = torch.zeros(1, length, dtype=torch.bool)
+    valid[0, :n] = True
+    return n, valid
+
+
+def _block_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int) -> dict:
+    length, c = spec.length, checkpoint.config.encoder.hidden_size
+    reference = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval().layers[layer_index]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1, c, 1, length, generator=generator)  # (1, C, 1, L)
+    n, valid = _valid(length)
+    with torch.no_grad():
+        if spec.kind == "mlp":
+            ours = spec.module(x)
+            theirs = _to_blc(x) + reference.mlp(reference.mlp_norm(_to_blc(x)))
+        else:
+            layer_type = checkpoint.config.encoder.layer_types[layer_index]
+            window = checkpoint.config.encoder.window_radius if layer_type == "sliding_attention" else None
+            ours = spec.module(x, additive_bc1s(valid, window))
+            theirs = reference(_to_blc(x), valid)
+    diff = (_to_blc(ours) - theirs)[0, :n].abs().max().item()
+    return {"inputs": f"random N(0,1) hidden states, {n} valid of {length}, layer {layer_index}",
+            "max_abs": diff, "tolerance": tolerances.BC1S_LAYER_ABS}
+
+
+def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
+    config, length = checkpoint.config, spec.length
+    n, valid = _valid(length)
+    ids = torch.randint(0, config.encoder.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+    reference = ReferenceEncoder(config, checkpoint.tensors).eval()
+    inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(config, checkpoint.tensors, ids[0].tolist(), length).items()}
+    with torch.no_grad():
+        ours = _to_blc(spec.module(**inputs))[0, :n]
+        theirs = reference(reference.embed(ids), torch.ones(1, n, dtype=torch.bool))[0]
+    return {"inputs": f"{n} random token ids in a bucket of {length}", "max_abs": (ours - theirs).abs().max().item(),
+            "tolerance": tolerances.BC1S_ENCODER_ABS}
+
+
+def _body_check(checkpoint: Checkpoint, module, length: int) -> dict:
+    from ..decision.questions import encode_question, load_questions
+
+    tokenizer = checkpoint.require_tokenizer("the body layout check")
+    reference = ReferenceDecisionModel(checkpoint.config, checkpoint.tensors).eval()
+    worst, used = 0.0, []
+    for question in load_questions():
+        encoded = encode_question(tokenizer, checkpoint.config.head, question)
+        if encoded.num_tokens > length:
+            continue
+        inputs = body_inputs(checkpoint.config, checkpoint.tensors, encoded.input_ids, encoded.token_types,
+                             encoded.marker_positions, length)
+        ids = torch.tensor([encoded.input_ids])
+        k = len(encoded.marker_positions)
+        with torch.no_grad():
+            ours = module(**{name: torch.from_numpy(v) for name, v in inputs.items()})[0, 0, 0, :k]
+            theirs = reference(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]),
+                               torch.tensor([list(encoded.marker_positions)]), torch.ones(1, k, dtype=torch.bool))[0]
+        worst = max(worst, (ours - theirs).abs().max().item())
+        used.append(question.id)
+        if len(used) >= MAX_BODY_QUESTIONS:
+            break
+    if not used:
+        raise ValueError(f"no fixture question fits length {length} for the body layout check")
+    return {"inputs": f"fixture questions {used} (option logits)", "max_abs": worst,
+            "tolerance": tolerances.BC1S_LOGITS_ABS}
+
+
+def layout_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int = 0) -> dict:
+    if spec.kind in ("mlp", "layer"):
+        result = _block_check(checkpoint, spec, layer_index)
+    elif spec.kind == "encoder":
+        result = _encoder_check(checkpoint, spec)
+    elif spec.kind == "body":
+        result = _body_check(checkpoint, spec.module, spec.length)
+    else:  # baseline: check the BC1S model this baseline stands beside
+        from ..bc1s.models import BC1SBody, BC1SEncoder
+
+        if checkpoint.config.head is not None:
+            result = _body_check(checkpoint, BC1SBody(checkpoint.config, checkpoint.tensors, spec.length).eval(), spec.length)
+        else:
+            encoder = BC1SEncoder(checkpoint.config, checkpoint.tensors, spec.length).eval()
+            result = _encoder_check(checkpoint, ExportSpec("encoder", spec.length, encoder, [], []))
+        result["note"] = "baseline kind: the BC1S counterpart at this length against the reference"
+    result["compared"] = f"BC1S {spec.kind} (FP32, (1, C, 1, L)) vs reference (FP32, B x L x C)"
+    result["passed"] = bool(np.isfinite(result["max_abs"]) and result["max_abs"] <= result["tolerance"])
+    return result

@@ -1,0 +1,70 @@
+"""manifest.json: what a package is and where it came from, sealed with a hash of its own content.
+
+Fields: kind, bucket length, deployment target; the source's weights/config/tokenizer SHA256 and model config;
+the package content hash (package_hash.py); the I/O contract; tool versions; the harness fingerprint; the parent
+package and compression settings for derived packages. `manifest_sha256` covers everything else, so an edited
+manifest is refused by readers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from ..checkpoint import Checkpoint
+from ..checkpoint.files import sha256_json
+from ..evidence.provenance import harness_fingerprint, tool_versions
+from .convert import DEPLOYMENT_TARGET
+from .kinds import ExportSpec
+
+PACKAGE_NAME = "model.mlpackage"
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "ane-engineering/manifest/1"
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be trusted."""
+
+
+def seal(manifest: dict) -> dict:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return {**body, "manifest_sha256": sha256_json(body)}
+
+
+def manifest_for(checkpoint: Checkpoint, spec: ExportSpec, package_hash: dict, layer_index: int | None) -> dict:
+    return seal({
+        "format": MANIFEST_FORMAT,
+        "kind": spec.kind,
+        "length": spec.length,
+        "layer_index": layer_index,
+        "enumerated_lengths": list(spec.enumerated_lengths) or None,
+        "deployment_target": DEPLOYMENT_TARGET,
+        "compute_precision": "float16",
+        "source": checkpoint.hashes,
+        "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
+        "package": {"path": PACKAGE_NAME, "content_hash": package_hash},
+        "io": {"inputs": [c.to_json() for c in spec.inputs], "outputs": [c.to_json() for c in spec.outputs]},
+        "tools": tool_versions(),
+        "harness": harness_fingerprint(),
+        "created_by": "probe",
+        "parent": None,
+        "compression": None,
+    })
+
+
+def write_manifest(directory: Path, manifest: dict) -> None:
+    (Path(directory) / MANIFEST_NAME).write_text(json.dumps(seal(manifest), indent=2) + "\n", encoding="utf-8")
+
+
+def read_manifest(package_dir: Path) -> dict:
+    path = Path(package_dir) / MANIFEST_NAME
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ManifestError(f"{package_dir}: cannot read {MANIFEST_NAME} ({error})") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise ManifestError(f"{path}: not a manifest of format {MANIFEST_FORMAT}")
+    if manifest.get("manifest_sha256") != seal(manifest)["manifest_sha256"]:
+        raise ManifestError(f"{path}: content does not match its manifest_sha256 (edited or damaged)")
+    return manifest

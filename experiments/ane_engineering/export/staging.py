@@ -1,0 +1,46 @@
+"""Exporters never overwrite: they refuse an existing output and build atomically.
+
+Work happens in a temporary sibling directory that is renamed into place only when everything is written; a
+failed or interrupted run removes its staging directory (or, if killed hard, leaves only a hidden `.name.*.partial`
+sibling, never the output itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class OutputExistsError(FileExistsError):
+    pass
+
+
+def refuse_existing_dir(output: Path) -> Path:
+    output = Path(output)
+    if output.exists():
+        raise OutputExistsError(f"{output} already exists; exporters never overwrite. Choose a new --output.")
+    if not output.parent.is_dir():
+        raise FileNotFoundError(f"parent directory {output.parent} does not exist")
+    return output
+
+
+@contextmanager
+def staged_directory(output: Path):
+    """Yield a fresh staging directory next to `output`; rename it to `output` when the block succeeds."""
+    output = refuse_existing_dir(output)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp creates 0700; the output gets ordinary permissions
+    try:
+        yield staging
+        try:
+            os.rename(staging, output)  # atomic on one filesystem; fails rather than merge if output appeared
+        except OSError as error:
+            raise OutputExistsError(f"{output} appeared while exporting; not overwriting it ({error})") from error
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

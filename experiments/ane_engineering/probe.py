@@ -1,0 +1,59 @@
+"""`python -m experiments.ane_engineering.probe`: export one kind at one bucket length as a Core ML package, with
+its manifest (hashes, I/O contract, tool versions) and placement evidence (static ANE rules everywhere; the Core ML
+compute plan on macOS).
+
+Kinds: mlp | layer (one block of the BC1S model), encoder (embedding norm to final norm), body (the whole on-device
+part), baseline (the original B x L x C model exported the usual way, to show why it is a poor ANE target).
+Writes DIR/model.mlpackage, DIR/manifest.json, DIR/probe.json; refuses an existing DIR and builds atomically.
+Exit status: 0 passed, 1 a check failed (probe.json says which), 2 refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .buckets import DEFAULT_BUCKET
+from .checkpoint import load_checkpoint
+from .cli import add_source_argument, run_main
+from .export.kinds import KINDS
+from .export.staging import refuse_existing_dir
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.probe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kind", required=True, choices=KINDS, help="what to export")
+    parser.add_argument("--length", type=int, default=DEFAULT_BUCKET, help=f"bucket length (default {DEFAULT_BUCKET})")
+    add_source_argument(parser)
+    parser.add_argument("--output", required=True, type=Path, help="new directory to create (refused if it exists)")
+    parser.add_argument("--layer-index", type=int, default=0, help="encoder layer exported by --kind mlp|layer (default 0)")
+    parser.add_argument("--require-ane", action="store_true",
+                        help="fail (exit 1, passed: false) if any non-constant op outside --allow is predicted "
+                             "(or, on macOS, planned) off the Neural Engine")
+    parser.add_argument("--allow", default="", help="comma-separated op types exempt from --require-ane")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    return parser
+
+
+def main(argv=None) -> int:
+    from .export.probe_run import PROBE_NAME, run_probe
+
+    args = build_parser().parse_args(argv)
+    refuse_existing_dir(args.output)
+    checkpoint = load_checkpoint(args.source)
+    allow = {op.strip() for op in args.allow.split(",") if op.strip()}
+    report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index, args.require_ane, allow,
+                       show_progress=not args.quiet)
+    static = report["placement"]["static"]
+    print(f"{args.output}: {args.kind} L{args.length}, layout max abs {report['layout_check']['max_abs']:.3g} "
+          f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "
+          f"static ANE rules: {static['violations']} violation(s), {static['warnings']} warning(s); "
+          f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "
+          f"(details in {args.output / PROBE_NAME})")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
