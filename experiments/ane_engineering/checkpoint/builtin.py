@@ -32,6 +32,7 @@ from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 MIN_DECISION_MARGIN = 0.5  # logits; see module docstring and README "Why builtin:tiny decisions have margins"
 BUILTIN_SEED = 0
+ATTENTION_QK_GAIN = 2.5  # scale of the Q and K rows of every Wqkv draw (see random_tensors)
 PAD, CLS, SEP, MARK = (BYTE_SPECIALS.index(t) for t in BYTE_SPECIALS)
 
 
@@ -81,9 +82,14 @@ def random_tensors(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
             value = rng.standard_normal(shape, dtype=np.float32)
         else:
             fan_in = shape[1]
-            gain = 1.0
+            gain = np.ones((shape[0], 1), dtype=np.float32)
             if name.endswith(("attn.Wo.weight", "mlp.Wo.weight")):
-                gain = (2.0 * depth) ** -0.5  # residual branches: keep the stream's scale bounded
+                gain[:] = (2.0 * depth) ** -0.5  # residual branches: keep the stream's scale bounded
+            elif name.endswith("attn.Wqkv.weight"):
+                # Sharper attention than a plain 1/sqrt(fan_in) draw: tokens then read distinct context, so the
+                # markers of different options carry different features (near-identical ones would make every
+                # decision a near-tie that only a noise-amplifying scorer could separate).
+                gain[: 2 * shape[1]] = ATTENTION_QK_GAIN
             value = (gain / np.sqrt(fan_in)) * rng.standard_normal(shape, dtype=np.float32)
         tensors[name] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
     return tensors
