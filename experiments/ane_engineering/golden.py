@@ -1,0 +1,46 @@
+"""`python -m experiments.ane_engineering.golden`: FP32 golden outputs of the reference model over the fixture.
+
+Stores per question the raw option logits, calibrated probabilities, action logits and probabilities, decisions
+and token usage, with the fixture hash and the source weights hash. Refuses an existing output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .checkpoint import load_checkpoint
+from .cli import add_source_argument, atomic_file, refuse_existing, run_main
+from .decision.questions import FIXTURE_PATH, load_questions
+from .validation.golden import make_golden
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.golden", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_argument(parser)
+    parser.add_argument("--fixture", type=Path, default=FIXTURE_PATH, help="question fixture (default: the committed one)")
+    parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    refuse_existing(args.output)
+    checkpoint = load_checkpoint(args.source)
+    with tqdm(total=len(load_questions(args.fixture)), desc="golden (FP32 reference)", unit="question",
+              file=sys.stderr) as bar:
+        golden = make_golden(checkpoint, args.fixture, progress=lambda _: bar.update())
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}: {len(golden['questions'])} questions from {checkpoint.source} "
+          f"(weights {checkpoint.weights_sha256[:12]}...)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
