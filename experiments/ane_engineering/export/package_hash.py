@@ -1,9 +1,12 @@
 """A deterministic content hash of an .mlpackage.
 
-coremltools writes `model.mlmodel` and `weights/weight.bin` byte-stably for the same graph and weights, but the
-package's `Manifest.json` names its items by random UUIDs. The hash therefore covers every file's bytes, except
-that Manifest.json is replaced by a canonical form: its items keyed by path (author, description) and the path of
-the root model, with the UUIDs dropped. Any change to the program, a weight byte, or the set of files changes it.
+coremltools writes `weights/weight.bin` byte-stably for the same graph and weights, but not the rest: the
+package's `Manifest.json` names its items by random UUIDs, and `model.mlmodel` serialises its protobuf maps (e.g.
+the metadata map) in an order that varies between processes. The hash therefore covers every file's bytes, except
+that Manifest.json is replaced by a canonical form (its items keyed by path, with author and description, and the
+path of the root model; UUIDs dropped) and model.mlmodel by its deterministic protobuf serialisation (map entries
+sorted by key: the same message, always the same bytes). Any change to the program, a weight byte, or the set of
+files changes it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 from pathlib import Path
 
 MANIFEST = "Manifest.json"
+PROGRAM_SUFFIX = ".mlmodel"
 
 
 def canonical_manifest(path: Path) -> bytes:
@@ -22,6 +26,14 @@ def canonical_manifest(path: Path) -> bytes:
     root = entries.get(manifest.get("rootModelIdentifier"), {}).get("path")
     canonical = {"fileFormatVersion": manifest.get("fileFormatVersion"), "items": items, "root": root}
     return json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
+
+
+def canonical_program(path: Path) -> bytes:
+    from coremltools.proto import Model_pb2
+
+    model = Model_pb2.Model()
+    model.ParseFromString(path.read_bytes())
+    return model.SerializeToString(deterministic=True)
 
 
 def package_files(package: Path) -> list[Path]:
@@ -36,7 +48,13 @@ def package_content_hash(package: Path) -> dict:
     files = {}
     for path in package_files(package):
         relative = path.relative_to(package).as_posix()
-        data = canonical_manifest(path) if relative == MANIFEST else path.read_bytes()
+        if relative == MANIFEST:
+            data = canonical_manifest(path)
+        elif relative.endswith(PROGRAM_SUFFIX):
+            data = canonical_program(path)
+        else:
+            data = path.read_bytes()
         files[relative] = hashlib.sha256(data).hexdigest()
     total = hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    return {"sha256": total, "files": files, "covers": "every file; Manifest.json canonicalised without item UUIDs"}
+    return {"sha256": total, "files": files,
+            "covers": "every file; Manifest.json without item UUIDs; model.mlmodel as deterministic protobuf"}
