@@ -30,3 +30,4 @@ def random_checkpoint(tmp_path):
     def make(raw: dict | None = None, **kwargs):
         return write_random_checkpoint(tmp_path / f"checkpoint-{next(counter)}", raw, **kwargs)
 
+    return make

@@ -1,0 +1,227 @@
+"""ANEAgent: the single CPU -> package -> CPU boundary of one request.
+
+Host: tokenize, look up only the needed embedding rows, build fixed-shape additive masks, type vectors and the
+one-hot marker selector. Device: one backend call running embedding norm, all encoder layers, the decision-head
+layers and the scorer. Host: FP32 action head, calibration and formatting. Batch 1; requests run one after another.
+
+Before loading anything the agent verifies each package's manifest: its own integrity hash, the source weights and
+config hashes, the package content hash, the kind and the fixed shape against the source's dimensions. A request is
+refused with a RequestError (never truncated, never a crash) when it cannot be run exactly as asked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from .buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
+from .checkpoint import Checkpoint
+from .decision.device_inputs import DeviceInputError, body_inputs
+from .decision.host import Decision, DecisionHost
+from .decision.questions import EncodedQuestion, Question, QuestionError, encode_question
+from .export.manifest import ManifestError, read_manifest
+from .export.package_hash import package_content_hash
+
+
+class PackageError(ValueError):
+    """A package this agent refuses to load."""
+
+
+class RequestError(ValueError):
+    """A request this agent refuses to run."""
+
+
+def verify_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body") -> dict:
+    """All manifest checks; returns the manifest. Local directories only: nothing is fetched."""
+    package_dir = Path(package_dir)
+    if not package_dir.is_dir():
+        raise PackageError(f"{package_dir}: not a local package directory")
+    try:
+        manifest = read_manifest(package_dir)
+    except ManifestError as error:
+        raise PackageError(str(error)) from error
+    for key in ("weights_sha256", "config_sha256"):
+        if manifest["source"].get(key) != checkpoint.hashes[key]:
+            raise PackageError(f"{package_dir}: exported from other source {key.split('_')[0]} "
+                               f"({str(manifest['source'].get(key))[:12]}...) than {checkpoint.source} "
+                               f"({checkpoint.hashes[key][:12]}...)")
+    if manifest.get("kind") != kind:
+        raise PackageError(f"{package_dir}: kind {manifest.get('kind')!r}, this agent runs {kind!r} packages")
+    if manifest.get("model_config") != json.loads(json.dumps(asdict(checkpoint.config))):
+        raise PackageError(f"{package_dir}: model dimensions in the manifest do not match {checkpoint.source}")
+    length, hidden = manifest.get("length"), checkpoint.config.encoder.hidden_size
+    expected = {"embeddings": [1, hidden, 1, length], "global_mask": [1, length, 1, length],
+                "type_vectors": [1, hidden, 1, length], "marker_selector": [1, length, 1, MARKER_SLOTS]}
+    if "sliding_attention" in checkpoint.config.encoder.layer_types:
+        expected["local_mask"] = [1, length, 1, length]
+    if manifest.get("lora"):
+        layers = checkpoint.config.encoder.num_hidden_layers + checkpoint.config.head.num_layers
+        stacked = layers * manifest["lora"]["rank"]
+        for target in manifest["lora"]["targets"]:
+            expected[f"lora_{target}_A"] = [1, stacked, 1, hidden]
+            expected[f"lora_{target}_B"] = [1, hidden, 1, stacked]
+    declared = {c["name"]: c["shape"] for c in manifest["io"]["inputs"]}
+    if declared != expected:
+        raise PackageError(f"{package_dir}: inputs {declared} do not match the fixed shapes {expected} of length {length}")
+    package = package_dir / manifest["package"]["path"]
+    actual = package_content_hash(package)["sha256"]
+    if actual != manifest["package"]["content_hash"]["sha256"]:
+        raise PackageError(f"{package_dir}: package content hash {actual[:12]}... differs from the manifest's "
+                           f"{manifest['package']['content_hash']['sha256'][:12]}... (the package was modified)")
+    return manifest
+
+
+def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int,
+                        num_options: int) -> None:
+    """Refuse device inputs that the graph would silently misread: shapes, finiteness, mask values, empty rows,
+    and a selector that is not one-hot on valid positions."""
+    if set(inputs) != set(expected_shapes):
+        raise RequestError(f"device inputs {sorted(inputs)} do not match the package's {sorted(expected_shapes)}")
+    for name, shape in expected_shapes.items():
+        if tuple(inputs[name].shape) != tuple(shape):
+            raise RequestError(f"input {name} has shape {tuple(inputs[name].shape)}, the package needs {tuple(shape)}")
+        if not np.isfinite(inputs[name]).all():
+            raise RequestError(f"input {name} contains NaN or Inf")
+    for name in ("global_mask", "local_mask"):
+        if name not in inputs:
+            continue
+        mask = inputs[name][0, :, 0, :]  # (Lk, Lq)
+        if not np.isin(mask, (0.0, MASK_BIAS)).all():
+            raise RequestError(f"{name} may hold only 0 and {MASK_BIAS:g}")
+        empty = np.where((mask == 0.0).sum(axis=0) == 0)[0]
+        if empty.size:
+            raise RequestError(f"{name}: query {int(empty[0])} has no valid key")
+        if (mask[num_tokens:, :] == 0.0).any():
+            raise RequestError(f"{name}: a padding key is visible")
+    selector = inputs["marker_selector"][0, :, 0, :]  # (L, M)
+    if not np.isin(selector, (0.0, 1.0)).all():
+        raise RequestError("marker_selector must be one-hot (0/1)")
+    columns = selector.sum(axis=0)
+    if (columns[:num_options] != 1).any() or (columns[num_options:] != 0).any():
+        raise RequestError(f"marker_selector must select exactly one position for each of {num_options} options "
+                           "and nothing for inactive slots")
+    if selector[num_tokens:, :].any():
+        raise RequestError("marker_selector points at a padding position")
+
+
+class ANEAgent:
+    """Runs decision requests on exported body packages (several buckets: the smallest that fits is used)."""
+
+    def __init__(self, packages: list[Path], checkpoint: Checkpoint, backend: str | None = None, adapter=None):
+        from .execute.backends import choose_backend
+
+        checkpoint.require_head("the ANEAgent")
+        self.checkpoint = checkpoint
+        self.tokenizer = checkpoint.require_tokenizer("the ANEAgent")
+        self.host = DecisionHost(checkpoint.config.head, checkpoint.tensors)
+        if not packages:
+            raise PackageError("the ANEAgent needs at least one package")
+        manifests = {}
+        for package_dir in packages:  # verify everything before loading anything
+            manifest = verify_package(package_dir, checkpoint)
+            if manifest["length"] in manifests:
+                raise PackageError(f"two packages for bucket length {manifest['length']}")
+            manifests[manifest["length"]] = (Path(package_dir), manifest)
+        self.backends, self.manifests, self.load_seconds, self.compile_seconds = {}, {}, {}, {}
+        for length, (package_dir, manifest) in sorted(manifests.items()):
+            runner = choose_backend(backend)  # one backend instance per loaded package
+            loaded = runner.load(package_dir / manifest["package"]["path"])
+            self.backends[length], self.manifests[length] = runner, manifest
+            self.load_seconds[length], self.compile_seconds[length] = loaded.load_seconds, loaded.compile_seconds
+        self.lengths = tuple(sorted(self.backends))
+        self.backend = self.backends[self.lengths[0]]
+        specs = {json.dumps(m.get("lora"), sort_keys=True) for m in self.manifests.values()}
+        if len(specs) > 1:
+            raise PackageError("packages disagree on their LoRA inputs; load buckets exported with the same --lora-* flags")
+        lora = self.manifests[self.lengths[0]].get("lora")
+        self.lora = None
+        if lora:
+            from .bc1s.lora import LoraSpec
+
+            self.lora = LoraSpec(lora["rank"], lora["alpha"], tuple(lora["targets"]))
+        self.adapter, self._adapter_inputs = None, {}
+        self.set_adapter(adapter)
+
+    def set_adapter(self, adapter) -> None:
+        """Use `adapter` (an Adapter, a safetensors path, or None = the zero adapter) for the following calls."""
+        from .decision import adapter as adapters
+
+        if self.lora is None:
+            if adapter is not None:
+                raise RequestError("these packages take no LoRA inputs; export with --lora-rank to use adapters")
+            return
+        try:
+            if adapter is None:
+                adapter = adapters.zero_adapter(self.checkpoint.config, self.lora)
+            elif not isinstance(adapter, adapters.Adapter):
+                adapter = adapters.load_adapter(Path(adapter), self.checkpoint.config, self.lora)
+            elif adapter.spec != self.lora:
+                raise adapters.AdapterError(f"adapter {adapter.name} is rank {adapter.spec.rank}, alpha "
+                                            f"{adapter.spec.alpha}, targets {adapter.spec.targets}; the packages take "
+                                            f"{self.lora.to_json()}")
+        except adapters.AdapterError as error:
+            raise RequestError(str(error)) from error
+        self.adapter = adapter
+        self._adapter_inputs = adapters.device_inputs(self.checkpoint.config, adapter)
+
+    def encode(self, question: Question) -> EncodedQuestion:
+        try:
+            return encode_question(self.tokenizer, self.checkpoint.config.head, question)
+        except QuestionError as error:
+            raise RequestError(str(error)) from error
+
+    def bucket_for(self, num_tokens: int, length: int | None = None) -> int:
+        if length is not None:
+            if length not in self.backends:
+                raise RequestError(f"no package for bucket length {length}; loaded: {self.lengths}")
+            if num_tokens > length:
+                raise RequestError(f"{num_tokens} tokens do not fit bucket {length}; inputs are never truncated")
+            return length
+        for candidate in self.lengths:
+            if num_tokens <= candidate:
+                return candidate
+        raise RequestError(f"{num_tokens} tokens exceed the largest bucket ({self.lengths[-1]}); inputs are never truncated")
+
+    def device_inputs(self, input_ids, token_types, marker_positions, length: int) -> dict[str, np.ndarray]:
+        if len(marker_positions) > MARKER_SLOTS:
+            raise RequestError(f"{len(marker_positions)} options exceed the {MARKER_SLOTS} marker slots")
+        try:
+            inputs = body_inputs(self.checkpoint.config, self.checkpoint.tensors, input_ids, token_types,
+                                 marker_positions, length)
+        except DeviceInputError as error:
+            raise RequestError(str(error)) from error
+        inputs.update(self._adapter_inputs)  # LoRA packages: the current adapter, as inputs (no recompilation)
+        return inputs
+
+    def expected_shapes(self, length: int) -> dict[str, tuple]:
+        return {c["name"]: tuple(c["shape"]) for c in self.manifests[length]["io"]["inputs"]}
+
+    def run_device(self, inputs: dict[str, np.ndarray], length: int, num_tokens: int, num_options: int) -> np.ndarray:
+        """One backend call on checked inputs; returns FP32 slot logits with inactive slots at INACTIVE_LOGIT."""
+        check_device_inputs(inputs, self.expected_shapes(length), num_tokens, num_options)
+        outputs = self.backends[length].predict({k: v.astype(np.float16) for k, v in inputs.items()})
+        logits = np.asarray(outputs["option_logits"], dtype=np.float32).reshape(-1)
+        if logits.shape != (MARKER_SLOTS,):
+            raise RuntimeError(f"package returned option_logits of shape {logits.shape}, expected ({MARKER_SLOTS},)")
+        logits[num_options:] = INACTIVE_LOGIT
+        return logits
+
+    def decide_encoded(self, encoded: EncodedQuestion, length: int | None = None) -> tuple[Decision, int]:
+        bucket = self.bucket_for(encoded.num_tokens, length)
+        inputs = self.device_inputs(encoded.input_ids, encoded.token_types, encoded.marker_positions, bucket)
+        logits = self.run_device(inputs, bucket, encoded.num_tokens, len(encoded.marker_positions))
+        return self.host.finish(encoded, logits), bucket
+
+    def decide(self, question: Question, length: int | None = None, adapter=None) -> Decision:
+        """Tokenization to formatted output for one question (optionally with another adapter for this call)."""
+        if adapter is None:
+            return self.decide_encoded(self.encode(question), length)[0]
+        previous = (self.adapter, self._adapter_inputs)
+        self.set_adapter(adapter)
+        try:
+            return self.decide_encoded(self.encode(question), length)[0]
+        finally:
+            self.adapter, self._adapter_inputs = previous

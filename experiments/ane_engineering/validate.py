@@ -1,0 +1,86 @@
+"""`python -m experiments.ane_engineering.validate`: apply the gates to exported body packages.
+
+Every evaluated argmax (decision and action) must match the FP32 golden outputs; calibrated and action probability
+errors must be <= 0.02; all outputs finite; token usage unchanged; N repeated calls give identical public outputs.
+Option-logit and action-logit errors are reported too. Questions too long for a bucket are listed as skipped and
+unvalidated. With several packages, each bucket is validated and decisions must agree across buckets.
+On failure the JSON says `passed: false` with the reasons and the exit status is 1 (2: refused to run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import gates
+from .checkpoint import load_checkpoint
+from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .execute.backends import BACKEND_CHOICES
+from .validation.golden import COMMITTED_TINY_GOLDEN, load_golden
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.validate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", action="append", required=True, type=Path,
+                        help="probe output directory of a body package (repeat for several buckets)")
+    parser.add_argument("--length", type=int, action="append",
+                        help="bucket(s) to validate (default: every package's length); each must have a package")
+    add_source_argument(parser)
+    parser.add_argument("--golden", type=Path,
+                        help="golden file (default: the committed one for builtin:tiny; required for other sources)")
+    parser.add_argument("--repeats", type=int, default=gates.DEFAULT_REPEATS,
+                        help=f"repeated calls that must give identical public outputs (default {gates.DEFAULT_REPEATS})")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
+    parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for packages exported with "
+                        "--lora-rank; the golden must then be made with it merged (golden --adapter)")
+    parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
+    return parser
+
+
+def main(argv=None) -> int:
+    from .runtime import ANEAgent
+    from .validation.gate_run import validate
+
+    args = build_parser().parse_args(argv)
+    refuse_existing(args.output)
+    if args.repeats < 0:
+        raise UsageError("--repeats must be >= 0")
+    checkpoint = load_checkpoint(args.source)
+    golden_path = args.golden
+    if golden_path is None:
+        if args.adapter is not None:
+            raise UsageError("--golden is required with --adapter (make it with: golden --adapter FILE)")
+        if args.source != "builtin:tiny":
+            raise UsageError("--golden is required for sources other than builtin:tiny (make one with the golden command)")
+        golden_path = COMMITTED_TINY_GOLDEN
+    reference = checkpoint
+    if args.adapter is not None:
+        from .decision.adapter import load_adapter, merge
+
+        reference = merge(checkpoint, load_adapter(args.adapter, checkpoint.config))
+    golden = load_golden(golden_path, reference)
+    agent = ANEAgent(args.package, checkpoint, args.backend, adapter=args.adapter)
+    lengths = sorted(set(args.length or agent.lengths))
+    for length in lengths:
+        if length not in agent.lengths:
+            raise UsageError(f"--length {length} has no package; packages cover {agent.lengths}")
+    total = len(golden["questions"]) * len(lengths) + args.repeats * len(lengths)
+    with tqdm(total=total, desc=f"validate ({agent.backend.describe().get('backend')})", unit="call", file=sys.stderr) as bar:
+        report = validate(agent, golden, golden_path, lengths, args.repeats, progress=bar.update)
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    for length, summary in report["summary"].items():
+        print(f"L{length}: {summary['passed_questions']}/{summary['evaluated']} passed, {len(summary['skipped'])} "
+              f"skipped (unvalidated), max calibrated error {summary['max_calibrated_error']}, max option-logit "
+              f"error {summary['max_option_logit_error']}, repeats identical: {summary['repeats']['identical']}")
+    print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

@@ -1,0 +1,160 @@
+"""Validate packages against FP32 golden outputs with the gates of gates.py.
+
+Per bucket: every fixture question that fits is run through the ANEAgent on that bucket's package and compared with
+its golden record; questions that do not fit are listed as skipped and unvalidated, never counted as passed. Then
+repeated calls must give identical public outputs, and with several buckets a question that fits several of them
+must get the same decisions from each.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .. import gates
+from ..decision.questions import encode_question, load_questions
+from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from ..runtime import ANEAgent
+
+
+def _max_abs(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return math.inf
+    return float(np.abs(a - b).max()) if a.size else 0.0
+
+
+def compare(decision, golden: dict) -> dict:
+    """One question's errors against its golden record, and which gates it fails."""
+    finite = all(np.isfinite(decision.option_logits)) and all(np.isfinite(decision.calibrated)) \
+        and all(np.isfinite(decision.action_logits)) and all(np.isfinite(decision.action_probabilities))
+    record = {
+        "id": golden["question_id"],
+        "kind": golden["kind"],
+        "tokens": decision.num_tokens,
+        "decision": decision.decision_index, "golden_decision": golden["decision_index"],
+        "action": decision.action_index, "golden_action": golden["action_index"],
+        "calibrated_error": _max_abs(decision.calibrated, golden["calibrated"]),
+        "action_probability_error": _max_abs(decision.action_probabilities, golden["action_probabilities"]),
+        "option_logit_error": _max_abs(decision.option_logits, golden["option_logits"]),
+        "action_logit_error": _max_abs(decision.action_logits, golden["action_logits"]),
+        "finite": bool(finite),
+    }
+    failed = []
+    if record["decision"] != record["golden_decision"]:
+        failed.append("decision argmax differs")
+    if record["action"] != record["golden_action"]:
+        failed.append("action argmax differs")
+    if not record["calibrated_error"] <= gates.PROBABILITY_ERROR_MAX:
+        failed.append(f"calibrated probability error {record['calibrated_error']:.6f} > {gates.PROBABILITY_ERROR_MAX}")
+    if not record["action_probability_error"] <= gates.PROBABILITY_ERROR_MAX:
+        failed.append(f"action probability error {record['action_probability_error']:.6f} > {gates.PROBABILITY_ERROR_MAX}")
+    if not finite:
+        failed.append("non-finite output")
+    if decision.num_tokens != golden["num_tokens"]:
+        failed.append(f"token usage {decision.num_tokens} != golden {golden['num_tokens']}")
+    record["failed_gates"] = failed
+    record["passed"] = not failed
+    return record
+
+
+def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None) -> dict:
+    records, skipped, public = [], [], {}
+    for question in questions:
+        encoded = agent.encode(question)
+        if encoded.num_tokens > length:
+            skipped.append({"id": question.id, "tokens": encoded.num_tokens, "reason": f"longer than bucket {length}"})
+            continue
+        decision, _ = agent.decide_encoded(encoded, length)
+        records.append(compare(decision, golden_by_id[question.id]))
+        public[question.id] = (encoded, decision.public)
+        if progress:
+            progress()
+    # Repeated calls: round-robin over the evaluated questions; every public output must be identical.
+    mismatches = []
+    evaluated = list(public)
+    for call in range(repeats if evaluated else 0):
+        qid = evaluated[call % len(evaluated)]
+        encoded, first = public[qid]
+        again, _ = agent.decide_encoded(encoded, length)
+        if again.public != first:
+            mismatches.append({"call": call, "id": qid})
+        if progress:
+            progress()
+    failed = [r for r in records if not r["passed"]]
+
+    def worst(key):
+        return max((r[key] for r in records), default=None)
+
+    return {
+        "length": length,
+        "evaluated": len(records), "passed_questions": len(records) - len(failed), "skipped": skipped,
+        "max_calibrated_error": worst("calibrated_error"),
+        "max_action_probability_error": worst("action_probability_error"),
+        "max_option_logit_error": worst("option_logit_error"),
+        "max_action_logit_error": worst("action_logit_error"),
+        "repeats": {"calls": repeats if evaluated else 0, "mismatches": mismatches, "identical": not mismatches},
+        "failed_questions": [{"id": r["id"], "gates": r["failed_gates"]} for r in failed],
+        "questions": records,
+        "passed": bool(records) and not failed and not mismatches,
+    }
+
+
+def cross_bucket(buckets: dict[int, dict]) -> dict:
+    """A question evaluated in several buckets must get the same decision and action in each."""
+    seen: dict[str, dict[int, tuple]] = {}
+    for length, result in buckets.items():
+        for record in result["questions"]:
+            seen.setdefault(record["id"], {})[length] = (record["decision"], record["action"])
+    shared = {qid: by_length for qid, by_length in seen.items() if len(by_length) > 1}
+    disagreements = [{"id": qid, "by_length": {str(k): list(v) for k, v in by_length.items()}}
+                     for qid, by_length in shared.items() if len(set(by_length.values())) > 1]
+    return {"questions_in_several_buckets": len(shared), "disagreements": disagreements,
+            "passed": not disagreements}
+
+
+def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int], repeats: int,
+             fixture_questions=None, progress=None) -> dict:
+    questions = fixture_questions if fixture_questions is not None else load_questions()
+    golden_by_id = {record["question_id"]: record for record in golden["questions"]}
+    missing = [q.id for q in questions if q.id not in golden_by_id]
+    if missing:
+        raise ValueError(f"golden file lacks questions {missing[:5]}")
+    buckets = {length: validate_bucket(agent, length, questions, golden_by_id, repeats, progress) for length in lengths}
+    reasons = []
+    for length, result in buckets.items():
+        if not result["evaluated"]:
+            reasons.append(f"L{length}: no question fits this bucket")
+        for failure in result["failed_questions"]:
+            reasons.append(f"L{length} {failure['id']}: " + "; ".join(failure["gates"]))
+        if result["repeats"]["mismatches"]:
+            reasons.append(f"L{length}: {len(result['repeats']['mismatches'])} repeated call(s) changed the public output")
+    consistency = cross_bucket(buckets) if len(buckets) > 1 else None
+    if consistency and not consistency["passed"]:
+        reasons += [f"cross-bucket: {d['id']} decides differently {d['by_length']}" for d in consistency["disagreements"]]
+    return {
+        "format": "ane-engineering/validation/1",
+        "passed": not reasons,
+        "reasons": reasons,
+        "gates": {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats,
+                  "rules": "argmax decision and action match; calibrated and action probability errors <= max; "
+                           "finite; token usage unchanged; repeated public outputs identical"},
+        "summary": {str(length): {k: v for k, v in result.items() if k not in ("questions",)}
+                    for length, result in buckets.items()},
+        "buckets": {str(length): result for length, result in buckets.items()},
+        "cross_bucket": consistency,
+        "golden": {"path": str(golden_path), "content_sha256": golden["content_sha256"], "source": golden["source"],
+                   "fixture": golden["fixture"]},
+        "source": agent.checkpoint.hashes,
+        "adapter": None if agent.adapter is None else {"name": agent.adapter.name, "sha256": agent.adapter.sha256,
+                                                       **agent.adapter.spec.to_json()},
+        "packages": [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
+                      "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
+                      "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())],
+        "backend": agent.backend.describe(),
+        "machine": machine(),
+        "tools": tool_versions(),
+        "harness": harness_fingerprint(),
+    }
