@@ -1,0 +1,106 @@
+"""One palettized candidate: a weight-only palettization of an exported package, with its own sealed manifest.
+
+Only conv weights of more than `weight_threshold` elements are palettized (per grouped output channel, one FP16
+LUT of 2^bits entries per group); RoPE tables, norm parameters and masks stay untouched (a global config would
+hit the RoPE tables, so selection is by op type). The manifest records the parent's hashes and every setting.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..evidence.provenance import harness_fingerprint, tool_versions
+from ..export.convert import quiet_coremltools
+from ..export.manifest import PACKAGE_NAME, read_manifest, write_manifest
+from ..export.package_hash import package_content_hash
+from ..export.staging import staged_directory
+
+MODES = ("uniform", "kmeans")
+BITS = (8, 6, 4)
+WEIGHT_THRESHOLD = 2048
+OP_TYPES = ("conv",)
+REPORT_NAME = "palettize.json"
+
+
+class PalettizeError(ValueError):
+    pass
+
+
+def package_bytes(package: Path) -> int:
+    return sum(p.stat().st_size for p in Path(package).rglob("*") if p.is_file())
+
+
+def resolve_implementation(mode: str, implementation: str) -> str:
+    if implementation == "auto":
+        return "exact" if mode == "kmeans" else "coremltools"
+    if implementation == "exact" and mode != "kmeans":
+        raise PalettizeError("the exact implementation is k-means; use --implementation coremltools for uniform")
+    return implementation
+
+
+def verified_parent(parent_dir: Path) -> dict:
+    manifest = read_manifest(parent_dir)
+    actual = package_content_hash(Path(parent_dir) / manifest["package"]["path"])["sha256"]
+    if actual != manifest["package"]["content_hash"]["sha256"]:
+        raise PalettizeError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
+    if manifest.get("compression"):
+        raise PalettizeError(f"{parent_dir}: already compressed ({manifest['compression']['method']}); "
+                             "palettize the uncompressed export")
+    return manifest
+
+
+def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, group_size: int, workers: int = 2,
+                        implementation: str = "auto", progress=None) -> dict:
+    if bits not in BITS:
+        raise PalettizeError(f"--bits must be one of {BITS}, got {bits}")
+    if mode not in MODES:
+        raise PalettizeError(f"--mode must be one of {MODES}, got {mode!r}")
+    if group_size < 1:
+        raise PalettizeError(f"--group-size must be positive, got {group_size}")
+    implementation = resolve_implementation(mode, implementation)
+    say = progress or (lambda message: None)
+    parent = verified_parent(parent_dir)
+    with staged_directory(output) as staging:
+        say(f"loading {parent_dir / parent['package']['path']}")
+        with quiet_coremltools():
+            import coremltools as ct
+
+            from .fast_palettizer import palettize_package
+
+            model = ct.models.MLModel(str(Path(parent_dir) / parent["package"]["path"]), skip_model_load=True)
+            say(f"palettizing conv weights > {WEIGHT_THRESHOLD} elements: W{bits} {mode}, group {group_size}, "
+                f"{implementation}, {workers} worker(s)")
+            stats: dict = {}
+            started = time.perf_counter()
+            palettized = palettize_package(model, bits, group_size, mode=mode, weight_threshold=WEIGHT_THRESHOLD,
+                                           op_types=OP_TYPES, workers=workers, implementation=implementation,
+                                           stats=stats)
+            seconds = time.perf_counter() - started
+            say("saving, hashing and sealing the manifest")
+            palettized.save(str(staging / PACKAGE_NAME))
+        content_hash = package_content_hash(staging / PACKAGE_NAME)
+        compression = {"method": "palettize", "bits": bits, "mode": mode, "granularity": "per_grouped_channel",
+                       "group_size": group_size, "weight_threshold": WEIGHT_THRESHOLD, "op_types": list(OP_TYPES),
+                       "implementation": implementation, "workers": workers, "lut_dtype": "float16"}
+        manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
+                    "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
+                    "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "palettize",
+                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                               "package_sha256": parent["package"]["content_hash"]["sha256"]},
+                    "compression": compression}
+        write_manifest(staging, manifest)
+        report = {
+            "format": "ane-engineering/palettize/1",
+            "compression": compression,
+            "seconds": seconds,
+            "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))},
+            "parent_bytes": package_bytes(Path(parent_dir) / parent["package"]["path"]),
+            "package_bytes": package_bytes(staging / PACKAGE_NAME),
+            "package_sha256": content_hash["sha256"],
+            "parent": manifest["parent"],
+            "kind": parent["kind"], "length": parent["length"], "source": parent["source"],
+        }
+        (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report

@@ -1,0 +1,115 @@
+"""A palettization sweep: bits x mode x group size, every candidate validated under the same gates.
+
+Each candidate is palettized from one parent export and validated through the chosen backend against the golden
+file; candidates run in parallel worker processes (one k-means thread each, so the machine's cores are not
+oversubscribed). The FP16 parent is validated too, as the reference point of the table and plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+from .. import gates
+from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from .candidate import package_bytes, palettize_candidate
+
+VALIDATION_NAME = "validation.json"
+
+
+def candidate_name(bits: int, mode: str, group_size: int) -> str:
+    return f"w{bits}-{mode}-g{group_size}"
+
+
+def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str, repeats: int) -> dict:
+    from ..checkpoint import load_checkpoint
+    from ..runtime import ANEAgent
+    from ..validation.gate_run import validate
+    from ..validation.golden import load_golden
+
+    checkpoint = load_checkpoint(source)
+    golden = load_golden(golden_path, checkpoint)
+    agent = ANEAgent([package_dir], checkpoint, backend)
+    report = validate(agent, golden, golden_path, list(agent.lengths), repeats)
+    report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def _row(name: str, settings: dict | None, package_dir: Path, report: dict, report_path: Path,
+         seconds: float | None) -> dict:
+    (length, summary), = report["summary"].items()
+    decisions_ok = sum(1 for q in report["buckets"][length]["questions"] if q["decision"] == q["golden_decision"])
+    return {
+        "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
+        "package": str(package_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
+        "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3),
+        "palettize_seconds": seconds, "length": int(length), "evaluated": summary["evaluated"],
+        "skipped": len(summary["skipped"]), "argmax_matches": decisions_ok,
+        "max_calibrated_error": summary["max_calibrated_error"],
+        "max_action_probability_error": summary["max_action_probability_error"],
+        "max_option_logit_error": summary["max_option_logit_error"],
+        "max_action_logit_error": summary["max_action_logit_error"],
+        "passed": report["passed"], "failed_reasons": report["reasons"][:5],
+        "validation": str(report_path),
+    }
+
+
+def run_candidate(job: dict) -> dict:
+    """Worker: palettize one candidate and validate it. Runs in a fresh process."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    output = Path(job["output"])
+    report = palettize_candidate(Path(job["parent"]), output, job["bits"], job["mode"], job["group_size"],
+                                 workers=job["kmeans_workers"], implementation=job["implementation"])
+    report_path = output / VALIDATION_NAME
+    validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
+    settings = {"bits": job["bits"], "mode": job["mode"], "group_size": job["group_size"],
+                "implementation": report["compression"]["implementation"]}
+    return _row(output.name, settings, output, validation, report_path, report["seconds"])
+
+
+def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[int], modes: list[str],
+              group_sizes: list[int], jobs: int, backend: str = "mil", repeats: int = 10,
+              implementation: str = "auto") -> dict:
+    """Run the grid into `output` (which must be new) and return sweep.json's content."""
+    candidates_dir = output / "candidates"
+    candidates_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    print(f"[sweep] validating the FP16 parent {parent}", file=sys.stderr, flush=True)
+    baseline_path = candidates_dir / "fp16-validation.json"  # never write into the parent export
+    baseline = _row("fp16", None, parent, _validate(parent, baseline_path, source, golden, backend, repeats),
+                    baseline_path, None)
+    grid = [{"parent": str(parent), "output": str(candidates_dir / candidate_name(b, m, g)), "bits": b, "mode": m,
+             "group_size": g, "kmeans_workers": 1 if jobs > 1 else 2, "implementation": implementation,
+             "source": source, "golden": str(golden), "backend": backend, "repeats": repeats}
+            for b in bits for m in modes for g in group_sizes]
+    rows = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_candidate, job): job for job in grid}
+        for done, future in enumerate(as_completed(futures), start=1):
+            row = future.result()
+            rows.append(row)
+            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_bytes'] / 1e6:.2f} MB, max calibrated "
+                  f"error {row['max_calibrated_error']:.5f}, max option-logit error {row['max_option_logit_error']:.4f}"
+                  f" -> {'pass' if row['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
+    rows.sort(key=lambda r: (-r["bits"], r["mode"], r["group_size"]))
+    for row in [baseline] + rows:
+        row["size_ratio_vs_fp16"] = round(row["package_bytes"] / baseline["package_bytes"], 3)
+    return {
+        "format": "ane-engineering/evidence/sweep/1",
+        "parent": {"path": str(parent), **{k: baseline[k] for k in ("package_bytes", "length")}},
+        "gate": {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats},
+        "grid": {"bits": bits, "modes": modes, "group_sizes": group_sizes, "implementation": implementation},
+        "baseline": baseline,
+        "candidates": rows,
+        "seconds": time.perf_counter() - started,
+        "jobs": jobs, "backend": backend,
+        "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
+    }
