@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
     parser.add_argument("--fixture", type=Path, default=FIXTURE_PATH, help="question fixture (default: the committed one)")
+    parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) merged into the weights first: the "
+                                                     "golden for validating a package run with that adapter")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
     return parser
 
@@ -32,6 +34,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     refuse_existing(args.output)
     checkpoint = load_checkpoint(args.source)
+    if args.adapter is not None:
+        from .decision.adapter import load_adapter, merge
+
+        checkpoint = merge(checkpoint, load_adapter(args.adapter, checkpoint.config))
     with tqdm(total=len(load_questions(args.fixture)), desc="golden (FP32 reference)", unit="question",
               file=sys.stderr) as bar:
         golden = make_golden(checkpoint, args.fixture, progress=lambda _: bar.update())

@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fail (exit 1, passed: false) if any non-constant op outside --allow is predicted "
                              "(or, on macOS, planned) off the Neural Engine")
     parser.add_argument("--allow", default="", help="comma-separated op types exempt from --require-ane")
+    parser.add_argument("--lora-rank", type=int, help="export LoRA adapters as inputs with this rank (encoder/body)")
+    parser.add_argument("--lora-targets", default="q,v", help="projections taking adapters: any of q,k,v (default q,v)")
+    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (default: the rank, i.e. scaling 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -44,8 +47,14 @@ def main(argv=None) -> int:
     refuse_existing_dir(args.output)
     checkpoint = load_checkpoint(args.source)
     allow = {op.strip() for op in args.allow.split(",") if op.strip()}
+    lora = None
+    if args.lora_rank is not None:
+        from .bc1s.lora import LoraSpec
+
+        lora = LoraSpec(args.lora_rank, args.lora_alpha if args.lora_alpha is not None else float(args.lora_rank),
+                        tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))
     report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index, args.require_ane, allow,
-                       show_progress=not args.quiet)
+                       show_progress=not args.quiet, lora=lora)
     static = report["placement"]["static"]
     print(f"{args.output}: {args.kind} L{args.length}, layout max abs {report['layout_check']['max_abs']:.3g} "
           f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "

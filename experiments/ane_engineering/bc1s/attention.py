@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .conv import Conv1x1
+from .lora import low_rank_delta
 from .rope import RopeHalves
 
 
@@ -31,7 +32,7 @@ def half_major_rows(num_heads: int, head_dim: int) -> torch.Tensor:
 
 
 class SingleHeadAttention(nn.Module):
-    def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, theta: float, length: int):
+    def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, rope: RopeHalves, length: int):
         super().__init__()
         self.num_heads, self.head_dim, self.length = num_heads, hidden // num_heads, length
         d = self.head_dim
@@ -52,14 +53,17 @@ class SingleHeadAttention(nn.Module):
         self.out = nn.ModuleList(
             Conv1x1.from_columns(tensors, f"{prefix}.Wo", slice(h * d, (h + 1) * d), with_bias=(h == 0))
             for h in range(num_heads))
-        self.rope = RopeHalves(theta, d, num_heads, length)
+        self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
         d, half = self.head_dim, self.head_dim // 2
         all_half = self.num_heads * half
-        q = self.q(x)  # (1, C, 1, L), half-major rows, pre-scaled
-        k = self.k(x).permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
-        v = self.v(x)  # (1, C, 1, L)
+        q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, 1, L) each; Q half-major and pre-scaled, K half-major
+        if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
+            q = q + low_rank_delta(x, *lora["q"]) if "q" in lora else q  # (1, C, 1, L)
+            k = k + low_rank_delta(x, *lora["k"]) if "k" in lora else k  # (1, C, 1, L)
+            v = v + low_rank_delta(x, *lora["v"]) if "v" in lora else v  # (1, C, 1, L)
+        k = k.permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
         q1, q2 = self.rope.rotate_query(q[:, :all_half], q[:, all_half:])  # (1, H*D/2, 1, L) x2
         k1, k2 = self.rope.rotate_key(k[..., :all_half], k[..., all_half:])  # (1, L, 1, H*D/2) x2
         out = None

@@ -19,6 +19,6 @@ class BC1SLayer(nn.Module):
         self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.mlp_norm", eps)
         self.mlp = ffn
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), mask)  # (1, C, 1, L)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), mask, lora)  # (1, C, 1, L)
         return x + self.mlp(self.mlp_norm(x))  # (1, C, 1, L)

@@ -23,89 +23,154 @@ from .attention import SingleHeadAttention
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
+from .lora import LoraSpec, layer_slices
 from .norm import ChannelLayerNorm
+from .rope import RopeHalves
 from .shapes import expect_shape
 
 
-def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int) -> BC1SLayer:
+class RopeTables:
+    """One RopeHalves per (base, heads, head size) for a fixed length, shared by every layer that uses it, so the
+    package holds each table once (and no weight blob is shared by coincidence: see reweight)."""
+
+    def __init__(self, length: int):
+        self.length, self.tables = length, {}
+
+    def get(self, theta: float, head_dim: int, num_heads: int) -> RopeHalves:
+        key = (theta, head_dim, num_heads)
+        if key not in self.tables:
+            self.tables[key] = RopeHalves(theta, head_dim, num_heads, self.length)
+        return self.tables[key]
+
+
+def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
+                  ropes: RopeTables | None = None) -> BC1SLayer:
     enc = config.encoder
-    layer_type = enc.layer_types[index]
+    ropes = ropes or RopeTables(length)
     prefix = f"layers.{index}"
-    attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size,
-                                    enc.rope_theta(layer_type), length)
+    rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
+    attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length)
     ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
 
 
-def head_layer(config: ModelConfig, tensors: dict, index: int, length: int) -> BC1SLayer:
+def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeTables) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
-    attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size,
-                                    head.rope_theta, length)
+    rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
+    attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
 
 
-class BC1SEncoder(nn.Module):
-    """Embedding norm -> all encoder layers -> final norm. Works for an encoder-only ModernBERT checkpoint."""
+def bind_inputs(names: list[str], args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
+    """Inputs by name, whether given positionally (tracing uses input_names() order) or by keyword."""
+    if len(args) > len(names):
+        raise TypeError(f"expected at most {len(names)} inputs {names}, got {len(args)}")
+    values = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name in values:
+            raise TypeError(f"input {name!r} given twice")
+        values[name] = value
+    missing = [n for n in names if n not in values]
+    extra = sorted(set(values) - set(names))
+    if missing or extra:
+        raise TypeError(f"inputs missing {missing} / unexpected {extra}; this model takes {names}")
+    return values
 
-    def __init__(self, config: ModelConfig, tensors: dict, length: int):
+
+class BC1SEncoder(nn.Module):
+    """Embedding norm -> all encoder layers -> final norm. Works for an encoder-only ModernBERT checkpoint.
+    With a LoraSpec, the Q/K/V projections of every layer also take adapter inputs (lora.py)."""
+
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, ropes: RopeTables | None = None,
+                 lora: LoraSpec | None = None, lora_layers: int | None = None):
         super().__init__()
         enc = config.encoder
+        ropes = ropes or RopeTables(length)
         self.hidden, self.length = enc.hidden_size, length
         self.layer_types = enc.layer_types
         self.has_local = "sliding_attention" in enc.layer_types
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
-        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length) for n in range(enc.num_hidden_layers))
+        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes) for n in range(enc.num_hidden_layers))
         self.final_norm = ChannelLayerNorm.from_tensors(tensors, "final_norm", enc.norm_eps)
+        self.lora = lora
+        self.lora_layers = lora_layers or enc.num_hidden_layers  # layers sharing the stacked adapter inputs
 
     def input_names(self) -> list[str]:
-        return ["embeddings", "global_mask"] + (["local_mask"] if self.has_local else [])
+        names = ["embeddings", "global_mask"] + (["local_mask"] if self.has_local else [])
+        return names + (self.lora.input_names() if self.lora else [])
 
-    def encode(self, embeddings: torch.Tensor, global_mask: torch.Tensor, local_mask: torch.Tensor | None) -> torch.Tensor:
+    def lora_shapes(self) -> dict[str, tuple[int, ...]]:
+        if not self.lora:
+            return {}
+        stacked = self.lora_layers * self.lora.rank
+        return {name: (1, stacked, 1, self.hidden) if name.endswith("_A") else (1, self.hidden, 1, stacked)
+                for name in self.lora.input_names()}
+
+    def layer_lora(self, inputs: dict, index: int) -> dict | None:
+        return layer_slices(inputs, self.lora, index) if self.lora else None
+
+    def encode(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         c, length = self.hidden, self.length
-        expect_shape("embeddings", embeddings, (1, c, 1, length))
-        expect_shape("global_mask", global_mask, (1, length, 1, length))
+        expect_shape("embeddings", inputs["embeddings"], (1, c, 1, length))
+        expect_shape("global_mask", inputs["global_mask"], (1, length, 1, length))
         if self.has_local:
-            expect_shape("local_mask", local_mask, (1, length, 1, length))
-        x = self.embedding_norm(embeddings)  # (1, C, 1, L)
-        for layer, layer_type in zip(self.layers, self.layer_types):
-            x = layer(x, local_mask if layer_type == "sliding_attention" else global_mask)  # (1, C, 1, L)
+            expect_shape("local_mask", inputs["local_mask"], (1, length, 1, length))
+        for name, shape in self.lora_shapes().items():
+            expect_shape(name, inputs[name], shape)
+        x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
+        for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
+            mask = inputs["local_mask"] if layer_type == "sliding_attention" else inputs["global_mask"]
+            x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L)
         return self.final_norm(x)  # (1, C, 1, L)
 
-    def forward(self, embeddings: torch.Tensor, global_mask: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.encode(embeddings, global_mask, local_mask)  # (1, C, 1, L)
+    def forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        return self.encode(bind_inputs(self.input_names(), args, kwargs))  # (1, C, 1, L)
 
 
 class BC1SBody(nn.Module):
-    """The whole on-device part: encoder, token types, decision-head layers, scorer, one-hot marker read-out."""
+    """The whole on-device part: encoder, token types, decision-head layers, scorer, one-hot marker read-out.
+    With a LoraSpec, every transformer layer (encoder layers, then head layers) takes adapter inputs."""
 
-    def __init__(self, config: ModelConfig, tensors: dict, length: int):
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, lora: LoraSpec | None = None):
         super().__init__()
         if config.head is None:
             raise ValueError("kind 'body' needs a decision head; this checkpoint is encoder-only (use kind 'encoder')")
         if config.head.max_markers != MARKER_SLOTS:
             raise ValueError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
-        self.encoder = BC1SEncoder(config, tensors, length)
-        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length) for n in range(config.head.num_layers))
+        ropes = RopeTables(length)
+        total_layers = config.encoder.num_hidden_layers + config.head.num_layers
+        self.encoder = BC1SEncoder(config, tensors, length, ropes, lora, total_layers)
+        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
+                                         for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
         self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps)
         self.scorer_proj = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.proj")
-        self.scorer_out = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.out")
+        self.scorer_out = Conv1x1(tensors[f"{HEAD_PREFIX}scorer.out.weight"])  # bias added per slot, below
+        # The scorer's one-element output bias, repeated over the marker slots and added after the read-out (equal
+        # for every selected slot): a constant of MARKER_SLOTS elements is stored as a weight blob, where a
+        # one-element constant would be written inline into the program text and pin it to one checkpoint.
+        bias = tensors[f"{HEAD_PREFIX}scorer.out.bias"].reshape(1, 1, 1, 1)
+        self.slot_bias = nn.Parameter(bias.expand(1, 1, 1, MARKER_SLOTS).clone(), requires_grad=False)  # (1, 1, 1, M)
         self.hidden, self.length, self.markers = config.encoder.hidden_size, length, MARKER_SLOTS
+        self.num_encoder_layers = config.encoder.num_hidden_layers
 
     def input_names(self) -> list[str]:
-        return self.encoder.input_names()[:2] + ["type_vectors", "marker_selector"] + self.encoder.input_names()[2:]
+        names = self.encoder.input_names()
+        base = [n for n in names if not n.startswith("lora_")]
+        return base[:2] + ["type_vectors", "marker_selector"] + base[2:] + [n for n in names if n.startswith("lora_")]
 
-    def forward(self, embeddings: torch.Tensor, global_mask: torch.Tensor, type_vectors: torch.Tensor,
-                marker_selector: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
-        expect_shape("type_vectors", type_vectors, (1, self.hidden, 1, self.length))
-        expect_shape("marker_selector", marker_selector, (1, self.length, 1, self.markers))
-        x = self.encoder.encode(embeddings, global_mask, local_mask) + type_vectors  # (1, C, 1, L)
-        for layer in self.head_layers:
-            x = layer(x, global_mask)  # (1, C, 1, L)
+    def forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        inputs = bind_inputs(self.input_names(), args, kwargs)
+        expect_shape("type_vectors", inputs["type_vectors"], (1, self.hidden, 1, self.length))
+        expect_shape("marker_selector", inputs["marker_selector"], (1, self.length, 1, self.markers))
+        x = self.encoder.encode(inputs) + inputs["type_vectors"]  # (1, C, 1, L)
+        for n, layer in enumerate(self.head_layers):
+            x = layer(x, inputs["global_mask"], self.encoder.layer_lora(inputs, self.num_encoder_layers + n))  # (1, C, 1, L)
         hidden = torch.relu(self.scorer_proj(self.scorer_norm(x)))  # (1, S, 1, L)
-        scores = self.scorer_out(hidden)  # (1, 1, 1, L)
-        return torch.einsum("bkhq,bchk->bchq", marker_selector, scores)  # (1, 1, 1, M)
+        scores = self.scorer_out(hidden)  # (1, 1, 1, L), without the output bias
+        picked = torch.einsum("bkhq,bchk->bchq", inputs["marker_selector"], scores)  # (1, 1, 1, M)
+        return picked + self.slot_bias  # (1, 1, 1, M)
 
 
 class BC1SMLPBlock(nn.Module):

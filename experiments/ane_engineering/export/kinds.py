@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..bc1s.lora import LoraSpec
 from ..bc1s.models import BC1SBody, BC1SEncoder, BC1SLayerBlock, BC1SMLPBlock
 from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
@@ -42,6 +43,7 @@ class ExportSpec:
     outputs: list[TensorContract]
     enumerated_lengths: tuple[int, ...] = ()  # baseline only: the sequence lengths its flexible input accepts
     notes: list[str] = field(default_factory=list)
+    lora: LoraSpec | None = None
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
@@ -66,9 +68,19 @@ def _bc1s_contract(name: str, c: int, length: int) -> TensorContract:
     return TensorContract(name, shape, "float16", meaning)
 
 
-def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0) -> ExportSpec:
+def _lora_contracts(module, spec: LoraSpec) -> list[TensorContract]:
+    meanings = {"A": "stacked LoRA A of every layer (layer n: rows n*R..n*R+R-1), (1, N*R, 1, C)",
+                "B": "stacked (alpha/R)-scaled LoRA B in the package's row order (layer n: columns n*R..), (1, C, 1, N*R)"}
+    return [TensorContract(name, shape, "float16", f"{name.split('_')[1]}: " + meanings[name[-1]])
+            for name, shape in module.lora_shapes().items()]
+
+
+def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0,
+                      lora: LoraSpec | None = None) -> ExportSpec:
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose from {KINDS}")
+    if lora is not None and kind not in ("encoder", "body"):
+        raise ValueError(f"LoRA inputs are exported for kinds encoder and body, not {kind!r}")
     if length < 1:
         raise ValueError(f"--length must be positive, got {length}")
     config, tensors = checkpoint.config, checkpoint.tensors
@@ -84,19 +96,21 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
         module = BC1SLayerBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) output of the layer")
     elif kind == "encoder":
-        module = BC1SEncoder(config, tensors, length)
+        module = BC1SEncoder(config, tensors, length, lora=lora)
         out = TensorContract("hidden_states", (1, c, 1, length), "float16",
                              "(1, C, 1, L) final-norm hidden states; padding columns are meaningless")
     elif kind == "body":
         checkpoint.require_head("kind 'body'")
-        module = BC1SBody(config, tensors, length)
+        module = BC1SBody(config, tensors, length, lora=lora)
         out = TensorContract("option_logits", (1, 1, 1, MARKER_SLOTS), "float16",
                              f"(1, 1, 1, {MARKER_SLOTS}) raw score per marker slot; the host masks inactive slots")
     else:
         return _baseline_spec(checkpoint, length)
     module = module.eval()
-    inputs = [_bc1s_contract(name, c, length) for name in module.input_names()]
-    return ExportSpec(kind, length, module, inputs, [out])
+    inputs = [_bc1s_contract(name, c, length) for name in module.input_names() if not name.startswith("lora_")]
+    if lora is not None:
+        inputs += _lora_contracts(module.encoder if kind == "body" else module, lora)
+    return ExportSpec(kind, length, module, inputs, [out], lora=lora)
 
 
 class BaselineDecision(nn.Module):

@@ -18,6 +18,10 @@ from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 8
+# Entries of the random adapter used when a package takes LoRA inputs: with rank 4 it moves Wqkv by about 0.2%,
+# a realistic fine-tuning delta. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
+# (W + BA) x is then amplified by the model beyond the logit bound; see tests/test_lora.py.)
+ADAPTER_SCALE = 0.01
 
 
 def _to_blc(x: torch.Tensor) -> torch.Tensor:
@@ -51,12 +55,25 @@ def _block_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int) -> 
             "max_abs": diff, "tolerance": tolerances.BC1S_LAYER_ABS}
 
 
+def _adapter_inputs(checkpoint: Checkpoint, spec: ExportSpec) -> tuple[Checkpoint, dict]:
+    """With LoRA inputs: a random adapter for the package and the reference with that adapter merged in."""
+    if spec.lora is None:
+        return checkpoint, {}
+    from ..decision.adapter import device_inputs, merge, random_adapter
+
+    adapter = random_adapter(checkpoint.config, spec.lora, spec.kind, seed=0, scale=ADAPTER_SCALE)
+    return merge(checkpoint, adapter, spec.kind), {k: torch.from_numpy(v).float()
+                                                   for k, v in device_inputs(checkpoint.config, adapter, spec.kind).items()}
+
+
 def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
     config, length = checkpoint.config, spec.length
     n, valid = _valid(length)
     ids = torch.randint(0, config.encoder.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
-    reference = ReferenceEncoder(config, checkpoint.tensors).eval()
+    merged, extra = _adapter_inputs(checkpoint, spec)
+    reference = ReferenceEncoder(config, merged.tensors).eval()
     inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(config, checkpoint.tensors, ids[0].tolist(), length).items()}
+    inputs.update(extra)
     with torch.no_grad():
         ours = _to_blc(spec.module(**inputs))[0, :n]
         theirs = reference(reference.embed(ids), torch.ones(1, n, dtype=torch.bool))[0]
@@ -64,11 +81,12 @@ def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
             "tolerance": tolerances.BC1S_ENCODER_ABS}
 
 
-def _body_check(checkpoint: Checkpoint, module, length: int) -> dict:
+def _body_check(checkpoint: Checkpoint, module, length: int, spec: ExportSpec | None = None) -> dict:
     from ..decision.questions import encode_question, load_questions
 
     tokenizer = checkpoint.require_tokenizer("the body layout check")
-    reference = ReferenceDecisionModel(checkpoint.config, checkpoint.tensors).eval()
+    merged, extra = _adapter_inputs(checkpoint, spec) if spec is not None else (checkpoint, {})
+    reference = ReferenceDecisionModel(checkpoint.config, merged.tensors).eval()
     worst, used = 0.0, []
     for question in load_questions():
         encoded = encode_question(tokenizer, checkpoint.config.head, question)
@@ -79,7 +97,7 @@ def _body_check(checkpoint: Checkpoint, module, length: int) -> dict:
         ids = torch.tensor([encoded.input_ids])
         k = len(encoded.marker_positions)
         with torch.no_grad():
-            ours = module(**{name: torch.from_numpy(v) for name, v in inputs.items()})[0, 0, 0, :k]
+            ours = module(**{name: torch.from_numpy(v) for name, v in inputs.items()}, **extra)[0, 0, 0, :k]
             theirs = reference(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]),
                                torch.tensor([list(encoded.marker_positions)]), torch.ones(1, k, dtype=torch.bool))[0]
         worst = max(worst, (ours - theirs).abs().max().item())
@@ -98,7 +116,7 @@ def layout_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int = 0)
     elif spec.kind == "encoder":
         result = _encoder_check(checkpoint, spec)
     elif spec.kind == "body":
-        result = _body_check(checkpoint, spec.module, spec.length)
+        result = _body_check(checkpoint, spec.module, spec.length, spec)
     else:  # baseline: check the BC1S model this baseline stands beside
         from ..bc1s.models import BC1SBody, BC1SEncoder
 
@@ -109,5 +127,7 @@ def layout_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int = 0)
             result = _encoder_check(checkpoint, ExportSpec("encoder", spec.length, encoder, [], []))
         result["note"] = "baseline kind: the BC1S counterpart at this length against the reference"
     result["compared"] = f"BC1S {spec.kind} (FP32, (1, C, 1, L)) vs reference (FP32, B x L x C)"
+    if spec.lora is not None:
+        result["adapter"] = "random adapter (seed 0) as inputs vs the reference with it merged into Wqkv"
     result["passed"] = bool(np.isfinite(result["max_abs"]) and result["max_abs"] <= result["tolerance"])
     return result

@@ -50,6 +50,7 @@ def manifest_for(checkpoint: Checkpoint, spec: ExportSpec, package_hash: dict, l
         "created_by": "probe",
         "parent": None,
         "compression": None,
+        "lora": spec.lora.to_json() if spec.lora else None,
     })
 
 

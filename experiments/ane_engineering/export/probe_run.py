@@ -81,12 +81,13 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
 
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
-              require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True) -> dict:
+              require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
+              lora=None) -> dict:
     """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails."""
     progress = Progress("probe", 6, show_progress)
     with staged_directory(output) as staging:
         progress(f"building the {kind} module at length {length} from {checkpoint.source}")
-        spec = build_export_spec(checkpoint, kind, length, layer_index)
+        spec = build_export_spec(checkpoint, kind, length, layer_index, lora)
         progress("layout check: BC1S vs reference in FP32")
         layout = layout_check(checkpoint, spec, layer_index)
         progress("tracing and converting with coremltools (FP16 ML Program)")
@@ -110,7 +111,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
         checks_passed = layout["passed"] and (gate["passed"] or not require_ane)
         report = {
             "format": "ane-engineering/probe/1",
-            "kind": kind, "length": length, "layer_index": index,
+            "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,
             "source": checkpoint.hashes,
             "package_sha256": content_hash["sha256"],
             "layout_check": layout,
