@@ -1,0 +1,218 @@
+"""Delta weight updates: write a same-architecture checkpoint's weights into a copy of an exported package.
+
+From direct ANE programming (Orion): when only weights change, keep the program and the weight names identical
+and swap the weight bytes instead of recompiling. Here: the MIL program (model.mlmodel) is copied byte for byte;
+each weight blob of weights/weight.bin is overwritten in place with the new checkpoint's FP16 values at the same
+offset, size and dtype. The values come from the same BC1S module the probe traces (so Q/K row order, folded
+scales and layouts are produced by one piece of code); every blob is matched to a module tensor by the name
+coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
+stored inline in the program that would change, a changed architecture, or a palettized package is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..checkpoint import Checkpoint
+from ..evidence.provenance import harness_fingerprint, tool_versions
+from .convert import quiet_coremltools
+from .kinds import build_export_spec
+from .manifest import PACKAGE_NAME, read_manifest, write_manifest
+from .package_hash import package_content_hash
+from .staging import staged_directory
+
+BLOB_SENTINEL = 0xDEADBEEF
+FP16_DTYPE_CODE = 1  # MIL blob storage: 1 = float16
+REPORT_NAME = "reweight.json"
+HOST_ONLY_HEAD_FIELDS = ("calibration", "output_decimals", "action_head")  # never inside the package
+
+
+class ReweightError(ValueError):
+    pass
+
+
+def weight_file(package: Path) -> Path:
+    return Path(package) / "Data" / "com.apple.CoreML" / "weights" / "weight.bin"
+
+
+def program_file(package: Path) -> Path:
+    return Path(package) / "Data" / "com.apple.CoreML" / "model.mlmodel"
+
+
+def blob_layout(path: Path) -> list[tuple[int, int, int, int]]:
+    """(metadata offset, dtype code, byte size, data offset) of every blob, from the 64-byte headers."""
+    data = Path(path).read_bytes()
+    count, _version = struct.unpack_from("<II", data, 0)
+    layout, offset = [], 64
+    for _ in range(count):
+        sentinel, dtype, size, data_offset = struct.unpack_from("<IIQQ", data, offset)
+        if sentinel != BLOB_SENTINEL:
+            raise ReweightError(f"{path}: no blob header at offset {offset} (not a MIL weight file?)")
+        layout.append((offset, dtype, size, data_offset))
+        offset = data_offset + size
+        offset += -offset % 64
+    return layout
+
+
+def device_config(config: dict) -> dict:
+    """The part of a model config that shapes the package (host-side heads and calibration excluded)."""
+    out = json.loads(json.dumps(config))
+    if out.get("head"):
+        for field in HOST_ONLY_HEAD_FIELDS:
+            out["head"].pop(field, None)
+    return out
+
+
+def _differences(a, b, path="") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b)):
+            out += _differences(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+        return out
+    return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
+
+
+def _constants(package: Path) -> tuple[dict, dict]:
+    """Blob constants {name: (metadata offset, shape)} and inline constants {name: numpy value} of the program."""
+    with quiet_coremltools():
+        import coremltools as ct
+        from coremltools.converters.mil.frontend.milproto.load import load
+
+        model = ct.models.MLModel(str(package), skip_model_load=True)
+        spec = model.get_spec()
+        program = load(spec, spec.specificationVersion, model.weights_dir)
+    blobs = {}
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            for op in block.operations:
+                value = op.attributes.get("val") if op.type == "const" else None
+                if value is not None and value.WhichOneof("value") == "blobFileValue":
+                    shape = tuple(d.constant.size for d in value.type.tensorType.dimensions)
+                    blobs[op.outputs[0].name] = (value.blobFileValue.offset, shape)
+    inline = {}
+    for op in program.functions["main"].operations:
+        if op.op_type == "const" and op.outputs[0].name not in blobs and op.outputs[0].val is not None:
+            inline[op.outputs[0].name] = np.asarray(op.outputs[0].val)
+    return blobs, inline
+
+
+def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict[str, np.ndarray]:
+    """FP16 values of every parameter and buffer of the BC1S module the parent was traced from, keyed like
+    coremltools names their constants."""
+    kind, length = manifest["kind"], manifest["length"]
+    if kind == "baseline":
+        raise ReweightError("baseline packages are not BC1S exports; re-export them")
+    spec = build_export_spec(checkpoint, kind, length, manifest.get("layer_index") or 0)
+    named = dict(spec.module.named_parameters())
+    named.update(dict(spec.module.named_buffers()))
+    return {name.replace(".", "_"): tensor.detach().numpy().astype(np.float16) for name, tensor in named.items()}
+
+
+def plan_blobs(package: Path, values: dict[str, np.ndarray]) -> tuple[dict[int, bytes], dict]:
+    """{metadata offset: new bytes} for every weight blob, after checking names, shapes and inline constants."""
+    blobs, inline = _constants(package)
+    layout = {meta: (dtype, size, data_offset) for meta, dtype, size, data_offset in blob_layout(weight_file(package))}
+    writes, unchanged, matched = {}, 0, set()
+    for name, (meta, shape) in sorted(blobs.items()):
+        key = name[: -len("_to_fp16")] if name.endswith("_to_fp16") else name
+        if key not in values:
+            raise ReweightError(f"weight blob '{name}' matches no tensor of the model; this package was not "
+                                "exported by this harness's probe (or coremltools renamed it): re-export instead")
+        value = values[key]
+        dtype, size, _ = layout[meta]
+        if tuple(value.shape) != tuple(shape) or dtype != FP16_DTYPE_CODE or size != value.nbytes:
+            raise ReweightError(f"weight '{name}': package holds shape {list(shape)} dtype code {dtype} ({size} "
+                                f"bytes); the new checkpoint gives {list(value.shape)} float16 ({value.nbytes} bytes)")
+        writes[meta] = value.tobytes()
+        matched.add(key)
+    for key, value in values.items():  # tensors not stored as blobs must be inline and unchanged
+        if key in matched:
+            continue
+        stored = inline.get(key + "_to_fp16", inline.get(key))
+        if stored is None:
+            raise ReweightError(f"tensor '{key}' has no constant of its own in the package (coremltools merged it "
+                                "with an identical one); reweighting cannot split it: re-export instead")
+        if stored.shape != value.shape or not np.array_equal(stored.astype(np.float16), value):
+            raise ReweightError(f"tensor '{key}' is stored inline in the program and differs in the new checkpoint; "
+                                "changing it would change the program: re-export instead")
+        unchanged += 1
+    return writes, {"blobs_rewritten": len(writes), "inline_constants_checked": unchanged}
+
+
+def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: Path | None = None) -> dict:
+    started = time.perf_counter()
+    parent_dir = Path(parent_dir)
+    parent = read_manifest(parent_dir)
+    parent_package = parent_dir / parent["package"]["path"]
+    if package_content_hash(parent_package)["sha256"] != parent["package"]["content_hash"]["sha256"]:
+        raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
+    if parent.get("compression"):
+        c = parent["compression"]
+        raise ReweightError(
+            f"{parent_dir} is palettized (W{c.get('bits')} {c.get('mode')}, group {c.get('group_size')}); its LUTs "
+            "are not the new weights. Reweight its FP16 parent instead, then palettize that with the same settings: "
+            f"palettize --bits {c.get('bits')} --mode {c.get('mode')} --group-size {c.get('group_size')}")
+    differences = _differences(device_config(parent["model_config"]), device_config(asdict(checkpoint.config)))
+    if differences:
+        raise ReweightError("the new checkpoint's architecture differs from the package's: " + "; ".join(differences[:8]))
+    writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
+    with staged_directory(output) as staging:
+        package = staging / PACKAGE_NAME
+        shutil.copytree(parent_package, package)
+        with open(weight_file(package), "r+b") as handle:
+            layout = {meta: data_offset for meta, _, _, data_offset in blob_layout(weight_file(package))}
+            for meta, data in writes.items():
+                handle.seek(layout[meta])
+                handle.write(data)
+        identity = verify_identity(parent_package, package)
+        content_hash = package_content_hash(package)
+        manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
+                    "source": checkpoint.hashes, "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
+                    "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
+                    "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
+                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                               "package_sha256": parent["package"]["content_hash"]["sha256"],
+                               "source": parent["source"]}}
+        write_manifest(staging, manifest)
+        report = {"format": "ane-engineering/reweight/1", "seconds": time.perf_counter() - started, **counts,
+                  "identity": identity, "package_sha256": content_hash["sha256"], "source": checkpoint.hashes,
+                  "parent": manifest["parent"], "kind": parent["kind"], "length": parent["length"]}
+        if compiled is not None:
+            report["compiled"] = reweight_compiled(Path(compiled), package, staging / Path(compiled).name)
+        (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def verify_identity(parent_package: Path, package: Path) -> dict:
+    """Only weight bytes may differ: the program is byte-identical and the blob layout (offsets, sizes, dtypes)
+    is the same. Raises if not."""
+    if program_file(parent_package).read_bytes() != program_file(package).read_bytes():
+        raise ReweightError("the MIL program changed while reweighting")
+    old, new = blob_layout(weight_file(parent_package)), blob_layout(weight_file(package))
+    if old != new or weight_file(parent_package).stat().st_size != weight_file(package).stat().st_size:
+        raise ReweightError("the weight blob layout changed while reweighting")
+    import hashlib
+
+    return {"program_sha256": hashlib.sha256(program_file(package).read_bytes()).hexdigest(),
+            "blobs": len(new), "layout_identical": True, "program_identical": True}
+
+
+def reweight_compiled(compiled: Path, package: Path, output: Path) -> dict:
+    """macOS: the same swap inside a compiled .mlmodelc (its weights/weight.bin has the package's blob layout), so
+    the update needs no recompilation. The copy is refused unless the layouts are identical. Not exercised against
+    a real compiled model on the Linux build machines (they cannot compile); it only moves verified bytes."""
+    source = Path(compiled) / "weights" / "weight.bin"
+    if not source.is_file():
+        raise ReweightError(f"{compiled}: no weights/weight.bin (not a compiled ML Program)")
+    if blob_layout(source) != blob_layout(weight_file(package)):
+        raise ReweightError(f"{compiled}: its weight layout differs from the package's; recompile instead")
+    shutil.copytree(compiled, output)
+    shutil.copyfile(weight_file(package), output / "weights" / "weight.bin")
+    return {"path": str(output), "layout_identical": True}
