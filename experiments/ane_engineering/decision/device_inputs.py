@@ -7,6 +7,8 @@ masked). Masks are finite additive biases in the score layout [0, key, 0, query]
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 
@@ -18,6 +20,16 @@ from ..model.masks import additive_bc1s
 
 class DeviceInputError(ValueError):
     """A request that cannot become valid device inputs; never truncated, never guessed."""
+
+
+@lru_cache(maxsize=128)
+def _masks(length: int, num_tokens: int, window_radius: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The additive masks depend only on the bucket, the token count and the window: built once, then copied."""
+    valid = torch.zeros(1, length, dtype=torch.bool)
+    valid[0, :num_tokens] = True
+    global_mask = additive_bc1s(valid, None).numpy()  # (1, L, 1, L)
+    local_mask = None if window_radius is None else additive_bc1s(valid, window_radius).numpy()  # (1, L, 1, L)
+    return global_mask, local_mask
 
 
 def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tuple[int, ...], length: int) -> dict[str, np.ndarray]:
@@ -34,14 +46,14 @@ def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tu
     ids = torch.full((length,), enc.pad_token_id, dtype=torch.long)
     ids[:n] = torch.tensor(list(input_ids), dtype=torch.long)
     rows = tensors["embeddings.tok_embeddings.weight"][ids]  # (L, C): only the needed rows
-    valid = torch.zeros(1, length, dtype=torch.bool)
-    valid[0, :n] = True
+    has_local = "sliding_attention" in enc.layer_types
+    global_mask, local_mask = _masks(length, n, enc.window_radius if has_local else None)
     out = {
         "embeddings": rows.T.reshape(1, enc.hidden_size, 1, length).numpy().astype(np.float32),  # (1, C, 1, L)
-        "global_mask": additive_bc1s(valid, None).numpy(),  # (1, L, 1, L)
+        "global_mask": global_mask.copy(),  # (1, L, 1, L); a copy: callers may edit their inputs
     }
-    if "sliding_attention" in enc.layer_types:
-        out["local_mask"] = additive_bc1s(valid, enc.window_radius).numpy()  # (1, L, 1, L)
+    if has_local:
+        out["local_mask"] = local_mask.copy()  # (1, L, 1, L)
     return out
 
 
