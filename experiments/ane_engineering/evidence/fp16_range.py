@@ -1,0 +1,652 @@
+"""FP16 range analysis of the BC1S body: how close does each activation come to the FP16 maximum of 65,504?
+
+The ANE computes in FP16. ModernBERT-family models are reported to carry activation outliers of 20-30k in a few
+residual channels (ANE_MATH.md issue), so before trusting an FP16 package we record, over the fixture questions, the
+largest |value| at every tensor site of the FP32 torch BC1S body and compare it with 65,504. FP32 is the reference for
+ranges: FP16 rounding (2^-11 relative per op) moves magnitudes far less than the 4x margin of a "near" verdict.
+
+How it runs: every fixture question that fits one of `lengths` runs on the smallest such bucket, with the device
+inputs of decision/device_inputs.py `body_inputs`, through `BC1SBody(config, tensors, length)` in FP32. Forward hooks
+(`register_forward_hook` / `register_forward_pre_hook`) on the body's submodules record each site; the model code is
+not modified. Two kinds of site are not module outputs and are recomputed inside hooks by analysis-only mirrors that
+call the very same submodules' `forward` (which bypasses hooks) in the same order as the model code:
+  - attention (bc1s/attention.py): the hook on each SingleHeadAttention receives (x, mask) and its output, recomputes
+    q, k, v, the RoPE halves, per head the two half score einsums, their sum (the score tensor before the mask),
+    scores + mask, softmax, the AV einsum, the per-head output conv and the running sum over heads, and checks that
+    the recomputed output equals the module's output bit for bit (report `mirror_check`: max_abs_diff 0.0);
+  - GeGLU (bc1s/ffn.py): gelu(input conv) is recomputed from the input conv's output with the module's
+    `approximate`; the product gelu(input) * gate is the input of the output conv (a hook point).
+
+Per site it keeps the max |value| over VALID token columns only (the columns of real tokens; padding columns are
+masked as keys and never read) and, separately, over ALL columns: padding columns are still computed in FP16 on the
+device, and an inf there would reach valid tokens as NaN (a masked key still multiplies its V row by weight 0, and
+0 * inf = NaN; an inf score plus the finite -1e4 bias stays inf). Verdicts compare both with 65,504:
+  ok        headroom (65,504 / max |value|) >= 4
+  near      headroom < 4
+  overflow  max |value| > 65,504 (or non-finite)
+
+Squared-magnitude hazards of every channel layer norm (norm.py computes centered = x - mean, then
+mean(centered * centered)): per input column, the variance mean_c (x - mean)^2 and the largest single
+(x - mean)^2. The FP16 elementwise square overflows as soon as |x - mean| > 255.9 even when |x| itself is far below
+65,504 -- the first thing a 20-30k outlier channel breaks. coremltools fuses norm.py's pattern into one layer_norm
+op whose internal precision cannot be observed here, so the hazard is reported as if it squared in FP16 (the
+conservative reading); `variance_verdict` covers the variance and the largest square. Also recorded, for information
+only (its own verdicts, not part of `variance_verdict`): `sum_sq_dev`, the un-normalised sum_c (x - mean)^2, which a
+reduction accumulating the sum in FP16 before dividing by C would overflow.
+
+Attention scores (the QK sum before the mask, Q pre-scaled by head_dim^-0.5 as exported) get the magnitude verdict
+plus a mask check. The mask is a finite additive -1e4 (buckets.MASK_BIAS), not -inf: it is exactly equivalent to -inf
+only while exp(s_masked - 1e4 - m) underflows to 0, m being the row's largest visible score. exp(x) rounds to 0 in
+FP16 for x < -17.33 (half the smallest subnormal, 2^-25) and in FP32 for x < -103.97 (2^-150). So per valid query
+row: spread = max(masked scores) - max(visible scores); the mask is exact in FP16 while spread < 1e4 - 17.33
+(`mask_headroom` = (1e4 - 17.33) / spread, verdict as above). Also reported, as asked in ANE_MATH.md's issue: the
+smallest visible score and whether any visible score lies below -1e4 + 20 (such a key would be as suppressed as a
+masked one).
+
+`needs_clamp(report)` lists the sites whose verdict (valid or all columns) is "near" or "overflow";
+`clamp_recommendations(report)` says what to do about each: a saturating clamp at +-65,504 for plain activations
+(identity on every observed value, turns an inf into a finite value), a clamp of scores at +-4,991 (keeps
+spread <= 9,982.67 so the -1e4 mask stays exact in FP16) and, for layer-norm inputs, a power-of-two pre-scale of
+the norm input (layer norm is scale invariant up to eps, so this is exact, unlike a clamp at |x - mean| <= 255).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..bc1s.ffn import GeGLUConv
+from ..bc1s.models import BC1SBody
+from ..bc1s.norm import ChannelLayerNorm
+from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, smallest_bucket
+from ..decision.device_inputs import body_inputs
+from ..decision.questions import Question, encode_question, fixture_sha256, load_questions
+
+FP16_MAX = 65504.0
+NEAR_HEADROOM = 4.0  # headroom below this is "near"
+FP16_EXP_UNDERFLOW = -math.log(2.0 ** -25)  # 17.33: exp(-x) rounds to 0 in FP16 beyond this
+FP32_EXP_UNDERFLOW = -math.log(2.0 ** -150)  # 103.97: the same in FP32
+VISIBLE_FLOOR = MASK_BIAS + 20.0  # a visible score below this is as suppressed as a masked key
+MASK_SPREAD_LIMIT = -MASK_BIAS - FP16_EXP_UNDERFLOW  # 9982.67: masked - visible max must stay below this
+SCORE_CLAMP = MASK_SPREAD_LIMIT / 2.0  # scores in [-b, b] give spread <= 2b
+VERDICT_ORDER = ("ok", "near", "overflow")
+
+
+def verdict_for(max_abs: float, limit: float = FP16_MAX) -> str:
+    if not math.isfinite(max_abs) or max_abs > limit:
+        return "overflow"
+    if max_abs * NEAR_HEADROOM > limit:
+        return "near"
+    return "ok"
+
+
+def worst(*verdicts: str) -> str:
+    return max(verdicts, key=VERDICT_ORDER.index) if verdicts else "ok"
+
+
+def headroom(max_abs: float, limit: float = FP16_MAX) -> float | None:
+    """limit / max_abs; None when max_abs is 0 (no finite ratio) -- JSON has no infinity."""
+    if not math.isfinite(max_abs):
+        return 0.0
+    return None if max_abs <= 0 else limit / max_abs
+
+
+def column_max_abs(tensor: torch.Tensor, valid: torch.Tensor, axis: int) -> tuple[float, float]:
+    """(max |value| over valid token columns, over all columns); `axis` is the token axis, `valid` a (L,) bool."""
+    others = [d for d in range(tensor.dim()) if d != axis]
+    per_column = tensor.detach().abs().amax(dim=others)  # (L,); NaN propagates
+    return _masked_max(per_column, valid), _masked_max(per_column, torch.ones_like(valid))
+
+
+def _masked_max(values: torch.Tensor, keep: torch.Tensor) -> float:
+    """Max of `values` where `keep`, treating NaN as inf (a non-finite value is an overflow), or 0.0 if none kept."""
+    if not bool(keep.any()):
+        return 0.0
+    picked = values[keep].double()
+    if bool(torch.isnan(picked).any()):
+        return math.inf
+    return float(picked.max())
+
+
+def norm_stats(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per column of a (1, C, 1, L) norm input: variance, max (x - mean)^2, sum (x - mean)^2 -- each (L,), in FP64."""
+    x = x.detach().double()
+    centered = x - x.mean(dim=1, keepdim=True)  # (1, C, 1, L)
+    squared = centered * centered
+    return {"variance": squared.mean(dim=1).reshape(-1), "max_sq_dev": squared.amax(dim=1).reshape(-1),
+            "sum_sq_dev": squared.sum(dim=1).reshape(-1)}
+
+
+@dataclass
+class _Max:
+    valid: float = 0.0
+    all: float = 0.0
+    where_valid: dict | None = None
+    where_all: dict | None = None
+
+    def update(self, valid: float, every: float, where: dict) -> None:
+        if valid > self.valid or (math.isinf(valid) and self.where_valid is None):
+            self.valid, self.where_valid = valid, where
+        if every > self.all or (math.isinf(every) and self.where_all is None):
+            self.all, self.where_all = every, where
+
+
+@dataclass
+class _Site:
+    kind: str  # activation | norm_input | scores | logits
+    order: int
+    values: _Max = field(default_factory=_Max)
+    extra: dict[str, _Max] = field(default_factory=dict)  # norm: variance / max_sq_dev / sum_sq_dev
+    min_visible: float = math.inf  # scores only
+    max_visible: float = -math.inf
+    below_floor: int = 0
+    spread_valid: float = -math.inf
+    spread_all: float = -math.inf
+    where_spread: dict | None = None
+
+
+class RangeRecorder:
+    """Holds the running maxima per site while hooks fire; one question at a time (set_question)."""
+
+    def __init__(self):
+        self.sites: dict[str, _Site] = {}
+        self.valid: torch.Tensor | None = None  # (L,) bool: real token columns
+        self.active_slots: torch.Tensor | None = None  # (M,) bool: marker slots of real options
+        self.where: dict = {}
+        self.mirror_diff = 0.0
+        self.mirror_calls = 0
+
+    def set_question(self, valid: torch.Tensor, active_slots: torch.Tensor, where: dict) -> None:
+        self.valid, self.active_slots, self.where = valid, active_slots, where
+
+    def _site(self, name: str, kind: str) -> _Site:
+        if name not in self.sites:
+            self.sites[name] = _Site(kind, len(self.sites))
+        return self.sites[name]
+
+    def activation(self, name: str, *tensors: torch.Tensor, axis: int = 3) -> None:
+        """One site made of one or more tensors (e.g. both RoPE halves), all with the token axis `axis`."""
+        pairs = [column_max_abs(tensor, self.valid, axis) for tensor in tensors]
+        self._site(name, "activation").values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
+
+    def logits(self, name: str, tensor: torch.Tensor) -> None:
+        valid, every = column_max_abs(tensor, self.active_slots, 3)
+        self._site(name, "logits").values.update(valid, every, self.where)
+
+    def norm_input(self, name: str, x: torch.Tensor) -> None:
+        site = self._site(name, "norm_input")
+        valid, every = column_max_abs(x, self.valid, 3)
+        site.values.update(valid, every, self.where)
+        everything = torch.ones_like(self.valid)
+        for key, per_column in norm_stats(x).items():
+            per_column = torch.where(torch.isfinite(per_column), per_column, torch.full_like(per_column, math.inf))
+            site.extra.setdefault(key, _Max()).update(_masked_max(per_column, self.valid),
+                                                     _masked_max(per_column, everything), self.where)
+
+    def _read_max_abs(self, s: torch.Tensor, read: torch.Tensor) -> tuple[float, float]:
+        """(max |s| over read entries, over all entries) of a (Lk, Lq) score-layout tensor."""
+        magnitude = s.abs()  # NaN stays NaN: _masked_max turns it into inf
+        per_query_read = torch.where(read, magnitude, torch.zeros_like(magnitude)).amax(dim=0)  # (Lq,)
+        return (_masked_max(per_query_read, self.valid),
+                _masked_max(magnitude.amax(dim=0), torch.ones_like(self.valid)))
+
+    def score_parts(self, name: str, parts: tuple[torch.Tensor, ...], mask: torch.Tensor) -> None:
+        """Magnitude of (1, Lk, 1, Lq) score-layout tensors (e.g. the two RoPE-half einsums); 'valid' = the entries
+        of visible keys for valid queries, as for the scores."""
+        read = torch.logical_and(mask[0, :, 0, :] == 0, self.valid[None, :])
+        pairs = [self._read_max_abs(part.detach()[0, :, 0, :], read) for part in parts]
+        self._site(name, "activation").values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
+
+    def scores(self, name: str, scores: torch.Tensor, mask: torch.Tensor) -> None:
+        """scores (1, Lk, 1, Lq) before the mask; mask the additive (1, Lk, 1, Lq) bias of this layer."""
+        s, visible = scores.detach()[0, :, 0, :], (mask[0, :, 0, :] == 0)  # (Lk, Lq)
+        query_valid = self.valid  # (Lq,)
+        read = torch.logical_and(visible, query_valid[None, :])  # entries that reach a valid token's output
+        site = self._site(name, "scores")
+        site.values.update(*self._read_max_abs(s, read), self.where)
+        if bool(read.any()):
+            low = float(torch.where(read, s, torch.full_like(s, math.inf)).amin())
+            site.min_visible = min(site.min_visible, low)
+            site.max_visible = max(site.max_visible, float(torch.where(read, s, torch.full_like(s, -math.inf)).amax()))
+            if low < VISIBLE_FLOOR:
+                site.below_floor += int(torch.logical_and(read, s < VISIBLE_FLOOR).sum())
+        # spread per query row: largest masked score minus largest visible score (rows with a masked key only)
+        neg_inf = torch.full_like(s, -math.inf)
+        top_visible = torch.where(visible, s, neg_inf).amax(dim=0).double()  # (Lq,)
+        top_masked = torch.where(visible, neg_inf, s).amax(dim=0).double()  # (Lq,)
+        has_masked = torch.logical_not(visible).any(dim=0)
+        spread = top_masked - top_visible  # (Lq,)
+        for keep, attr in ((torch.logical_and(has_masked, query_valid), "spread_valid"), (has_masked, "spread_all")):
+            if bool(keep.any()):
+                value = float(spread[keep].max())
+                if value > getattr(site, attr):
+                    setattr(site, attr, value)
+                    if attr == "spread_valid":
+                        site.where_spread = self.where
+
+
+def _mirror_attention(recorder: RangeRecorder, prefix: str, module: nn.Module, x: torch.Tensor, mask: torch.Tensor,
+                      output: torch.Tensor) -> None:
+    """SingleHeadAttention.forward re-run step by step (same submodules, same ops, same order), recording each step."""
+    d, half = module.head_dim, module.head_dim // 2
+    all_half = module.num_heads * half
+    q = module.q.forward(x)  # (1, C, 1, L); .forward bypasses hooks
+    k_conv = module.k.forward(x)  # (1, C, 1, L)
+    v = module.v.forward(x)  # (1, C, 1, L)
+    recorder.activation(f"{prefix}.attn.q", q)
+    recorder.activation(f"{prefix}.attn.k", k_conv)
+    recorder.activation(f"{prefix}.attn.v", v)
+    k = k_conv.permute(0, 3, 2, 1)  # (1, L, 1, C)
+    q1, q2 = module.rope.rotate_query(q[:, :all_half], q[:, all_half:])
+    k1, k2 = module.rope.rotate_key(k[..., :all_half], k[..., all_half:])
+    recorder.activation(f"{prefix}.attn.q_rope", q1, q2)
+    recorder.activation(f"{prefix}.attn.k_rope", k1, k2, axis=1)
+    out = None
+    for h in range(module.num_heads):
+        lo, hi = h * half, (h + 1) * half
+        first = torch.einsum("bchq,bkhc->bkhq", q1[:, lo:hi], k1[..., lo:hi])  # (1, Lk, 1, Lq)
+        second = torch.einsum("bchq,bkhc->bkhq", q2[:, lo:hi], k2[..., lo:hi])  # (1, Lk, 1, Lq)
+        scores = first + second
+        recorder.score_parts(f"{prefix}.attn.score_halves", (first, second), mask)
+        recorder.scores(f"{prefix}.attn.scores", scores, mask)
+        weights = (scores + mask).softmax(dim=1)  # (1, Lk, 1, Lq)
+        head = torch.einsum("bkhq,bchk->bchq", weights, v[:, h * d:(h + 1) * d])  # (1, D, 1, Lq)
+        recorder.activation(f"{prefix}.attn.heads", head)
+        projected = module.out[h].forward(head)  # (1, C, 1, L)
+        out = projected if out is None else out + projected
+        recorder.activation(f"{prefix}.attn.out_partial", out)
+    diff = float((out - output).abs().max())
+    recorder.mirror_diff = max(recorder.mirror_diff, diff if math.isfinite(diff) else math.inf)
+    recorder.mirror_calls += 1
+
+
+def instrument(body: BC1SBody, recorder: RangeRecorder) -> list:
+    """Attach the recording hooks to `body`; returns the handles (call .remove() on each to detach)."""
+    handles = []
+
+    def on_output(module, name, fn):
+        handles.append(module.register_forward_hook(lambda m, args, out: fn(name, out)))
+
+    def on_input(module, name, fn):
+        handles.append(module.register_forward_pre_hook(lambda m, args: fn(name, args[0])))
+
+    def norm(module: nn.Module, name: str) -> None:
+        if isinstance(module, ChannelLayerNorm):
+            on_input(module, f"{name}.input", recorder.norm_input)
+            on_output(module, name, recorder.activation)
+
+    enc = body.encoder
+    on_input(enc.embedding_norm, "embeddings", recorder.activation)
+    norm(enc.embedding_norm, "embedding_norm")
+    layers = [(f"encoder.{i}", layer) for i, layer in enumerate(enc.layers)]
+    layers += [(f"head.{j}", layer) for j, layer in enumerate(body.head_layers)]
+    if len(body.head_layers):
+        on_input(body.head_layers[0], "head_input", recorder.activation)  # encoder output + type vectors
+    for prefix, layer in layers:
+        norm(layer.attn_norm, f"{prefix}.attn_norm")  # nn.Identity in encoder layer 0: nothing to record
+        attn = layer.attn
+        handles.append(attn.register_forward_hook(
+            lambda m, args, out, prefix=prefix: _mirror_attention(recorder, prefix, m, args[0], args[1], out)))
+        on_output(attn, f"{prefix}.attn.out", recorder.activation)
+        # mlp_norm's input is the residual stream after attention: x + attn(attn_norm(x), mask)
+        on_input(layer.mlp_norm, f"{prefix}.attn_residual", recorder.activation)
+        norm(layer.mlp_norm, f"{prefix}.mlp_norm")
+        mlp = layer.mlp
+        on_output(mlp.input, f"{prefix}.mlp.input", recorder.activation)
+        if isinstance(mlp, GeGLUConv):
+            handles.append(mlp.input.register_forward_hook(
+                lambda m, args, out, prefix=prefix, approx=mlp.approximate:
+                recorder.activation(f"{prefix}.mlp.gelu", F.gelu(out, approximate=approx))))
+            on_output(mlp.gate, f"{prefix}.mlp.gate", recorder.activation)
+        on_input(mlp.output, f"{prefix}.mlp.product", recorder.activation)  # gelu(input) * gate, or relu(input)
+        on_output(mlp.output, f"{prefix}.mlp.out", recorder.activation)
+        on_output(layer, f"{prefix}.residual", recorder.activation)
+    norm(enc.final_norm, "final_norm")
+    norm(body.scorer_norm, "scorer.norm")
+    on_output(body.scorer_proj, "scorer.proj", recorder.activation)  # before the ReLU
+    on_input(body.scorer_out, "scorer.hidden", recorder.activation)  # after the ReLU
+    on_output(body.scorer_out, "scorer.scores", recorder.activation)  # one score per token
+    on_output(body, "option_logits", lambda name, out: recorder.logits(name, out))  # valid = active marker slots
+    return handles
+
+
+def _layer_of(site: str) -> str:
+    parts = site.split(".")
+    if parts[0] in ("encoder", "head") and len(parts) > 1 and parts[1].isdigit():
+        return f"{parts[0]}.{parts[1]}"
+    return {"embeddings": "embeddings", "embedding_norm": "embeddings", "head_input": "head_input",
+            "final_norm": "final_norm", "scorer": "scorer",
+            "option_logits": "option_logits"}.get(parts[0], parts[0])
+
+
+def _group_of(site: str) -> str:
+    """Layer-independent name of a site: 'encoder.3.mlp.gate' -> 'encoder.mlp.gate'."""
+    parts = site.split(".")
+    if parts[0] in ("encoder", "head") and len(parts) > 1 and parts[1].isdigit():
+        return ".".join([parts[0]] + parts[2:])
+    return site
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _site_entry(name: str, site: _Site) -> dict:
+    values = site.values
+    verdict_valid, verdict_all = verdict_for(values.valid), verdict_for(values.all)
+    entry = {"kind": site.kind, "layer": _layer_of(name), "group": _group_of(name),
+             "max_abs_valid": _finite(values.valid), "max_abs_all": _finite(values.all),
+             "finite_valid": math.isfinite(values.valid), "finite_all": math.isfinite(values.all),
+             "headroom_valid": headroom(values.valid), "headroom_all": headroom(values.all),
+             "verdict_valid": verdict_valid, "verdict_all": verdict_all,
+             "argmax_valid": values.where_valid, "argmax_all": values.where_all}
+    verdicts = [verdict_valid, verdict_all]
+    if site.kind == "norm_input":
+        norm = {}
+        for key in ("variance", "max_sq_dev", "sum_sq_dev"):
+            m = site.extra[key]
+            norm[key] = {"valid": _finite(m.valid), "all": _finite(m.all),
+                         "headroom_valid": headroom(m.valid), "headroom_all": headroom(m.all),
+                         "verdict_valid": verdict_for(m.valid), "verdict_all": verdict_for(m.all),
+                         "argmax_valid": m.where_valid}
+        norm["max_abs_dev_valid"] = _finite(math.sqrt(site.extra["max_sq_dev"].valid))
+        norm["max_abs_dev_all"] = _finite(math.sqrt(site.extra["max_sq_dev"].all))
+        variance_verdict = worst(*(norm[k][f"verdict_{c}"] for k in ("variance", "max_sq_dev")
+                                   for c in ("valid", "all")))
+        norm["variance_verdict"] = variance_verdict  # variance and the elementwise square; sum_sq_dev is informational
+        entry["norm"] = norm
+        verdicts.append(variance_verdict)
+    if site.kind == "scores":
+        spread_valid, spread_all = site.spread_valid, site.spread_all
+        seen_valid, seen_all = spread_valid > -math.inf, spread_all > -math.inf  # rows with a masked key exist
+        mask_valid = verdict_for(max(spread_valid, 0.0), MASK_SPREAD_LIMIT) if seen_valid else "ok"
+        mask_all = verdict_for(max(spread_all, 0.0), MASK_SPREAD_LIMIT) if seen_all else "ok"
+        entry["mask"] = {
+            "mask_bias": MASK_BIAS,
+            "min_visible_score": _finite(site.min_visible), "max_visible_score": _finite(site.max_visible),
+            "visible_below_mask_plus_20": site.below_floor > 0, "visible_below_mask_plus_20_count": site.below_floor,
+            "max_spread_masked_minus_visible_valid": _finite(spread_valid) if seen_valid else None,
+            "max_spread_masked_minus_visible_all": _finite(spread_all) if seen_all else None,
+            "spread_limit_fp16": MASK_SPREAD_LIMIT,
+            "mask_headroom_valid": headroom(max(spread_valid, 0.0), MASK_SPREAD_LIMIT) if seen_valid else None,
+            "mask_headroom_all": headroom(max(spread_all, 0.0), MASK_SPREAD_LIMIT) if seen_all else None,
+            "mask_verdict_valid": mask_valid, "mask_verdict_all": mask_all,
+            "argmax_spread_valid": site.where_spread,
+        }
+        mask_verdict = worst(mask_valid, mask_all, "overflow" if site.below_floor else "ok")
+        entry["mask"]["mask_verdict"] = mask_verdict
+        verdicts.append(mask_verdict)
+    entry["verdict"] = worst(*verdicts)
+    return entry
+
+
+def _summaries(sites: dict, key: str) -> dict:
+    """Per layer (key='layer') or per site group (key='group'): the largest max |value| and the worst verdict."""
+    out: dict[str, dict] = {}
+    for name, entry in sites.items():
+        bucket = out.setdefault(entry[key], {"max_abs_valid": 0.0, "max_abs_all": 0.0, "site_valid": None,
+                                             "site_all": None, "verdict": "ok", "sites": 0})
+        bucket["sites"] += 1
+        bucket["verdict"] = worst(bucket["verdict"], entry["verdict"])
+        for c in ("valid", "all"):
+            value = entry[f"max_abs_{c}"]
+            value = math.inf if value is None else value
+            if value > bucket[f"max_abs_{c}"] or bucket[f"site_{c}"] is None:
+                bucket[f"max_abs_{c}"], bucket[f"site_{c}"] = value, name
+        if key == "layer" and name.endswith(".residual"):  # the residual stream after this layer
+            bucket["residual_max_abs_valid"] = entry["max_abs_valid"]
+            bucket["residual_max_abs_all"] = entry["max_abs_all"]
+        if entry["kind"] == "norm_input":
+            var = entry["norm"]["variance"]["valid"]
+            dev = entry["norm"]["max_abs_dev_valid"]
+            var, dev = math.inf if var is None else var, math.inf if dev is None else dev
+            bucket["max_variance_valid"] = max(bucket.get("max_variance_valid", 0.0), var)
+            bucket["max_abs_dev_valid"] = max(bucket.get("max_abs_dev_valid", 0.0), dev)
+    for bucket in out.values():
+        for c in ("valid", "all"):
+            bucket[f"headroom_{c}"] = headroom(bucket[f"max_abs_{c}"])
+            bucket[f"max_abs_{c}"] = _finite(bucket[f"max_abs_{c}"])
+    return out
+
+
+def needs_clamp(report: dict) -> list[str]:
+    """Sites (in model order) whose verdict, over valid or all columns, is 'near' or 'overflow'."""
+    return [name for name, entry in report["sites"].items() if entry["verdict"] != "ok"]
+
+
+def _prescale_exponent(max_abs_dev: float) -> int:
+    """Smallest k >= 1 such that max |x - mean| / 2^k has a square with 4x headroom under 65,504."""
+    target = math.sqrt(FP16_MAX / NEAR_HEADROOM)  # 127.97
+    return max(1, math.ceil(math.log2(max_abs_dev / target))) if math.isfinite(max_abs_dev) else 16
+
+
+def clamp_recommendations(report: dict) -> list[dict]:
+    """For each site of needs_clamp: what is wrong, a suggested bound, and the remedy."""
+    out = []
+    for name in needs_clamp(report):
+        entry = report["sites"][name]
+        peak = entry["max_abs_all"] if entry["max_abs_all"] is not None else math.inf
+        rec = {"site": name, "kind": entry["kind"], "verdict": entry["verdict"],
+               "max_abs_valid": entry["max_abs_valid"], "max_abs_all": entry["max_abs_all"]}
+        magnitude = worst(entry["verdict_valid"], entry["verdict_all"])
+        if entry["kind"] == "norm_input" and entry["norm"]["variance_verdict"] != "ok":
+            dev = entry["norm"]["max_abs_dev_all"]
+            k = _prescale_exponent(dev if dev is not None else math.inf)
+            rec.update(hazard="layer-norm squared deviation", max_abs_dev_all=dev,
+                       max_variance_all=entry["norm"]["variance"]["all"],
+                       suggested_bound=math.sqrt(FP16_MAX / NEAR_HEADROOM),
+                       remedy=(f"scale the norm input by 2^-{k} before mean/variance (eps -> eps * 2^-{2 * k}): "
+                               "layer norm is scale invariant, so this is exact, whereas clamping |x - mean| to the "
+                               "bound would change the output"),
+                       prescale_exponent=k)
+        elif entry["kind"] == "scores" and entry["mask"]["mask_verdict"] != "ok" and magnitude == "ok":
+            rec.update(hazard="finite -1e4 mask no longer exact in FP16", suggested_bound=SCORE_CLAMP,
+                       remedy=f"clamp scores to +-{SCORE_CLAMP:.1f} before adding the mask (masked - visible <= "
+                              f"{MASK_SPREAD_LIMIT:.2f})")
+        elif entry["kind"] == "scores":
+            rec.update(hazard="score magnitude", suggested_bound=SCORE_CLAMP,
+                       remedy=f"clamp scores to +-{SCORE_CLAMP:.1f} before the mask and softmax: keeps scores + mask "
+                              "finite and the -1e4 mask exact in FP16; it changes scores beyond the bound")
+        else:
+            rec.update(hazard="activation magnitude", suggested_bound=FP16_MAX,
+                       remedy=("values exceed FP16: a clamp at +-65504 keeps them finite but changes them; rescale "
+                               "instead (a power-of-two factor folded into the producing conv and undone where the "
+                               "next norm makes it vanish)" if magnitude == "overflow" else
+                               "saturating clamp at +-65504: identity on every observed value, turns a future "
+                               "overflow into a finite value"))
+        if not math.isfinite(peak):
+            rec["note"] = "non-finite already in the FP32 reference"
+        out.append(rec)
+    return out
+
+
+def _question_inputs(checkpoint, encoded, length: int) -> dict[str, torch.Tensor]:
+    arrays = body_inputs(checkpoint.config, checkpoint.tensors, encoded.input_ids, encoded.token_types,
+                         encoded.marker_positions, length)
+    return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in arrays.items()}
+
+
+def plan_questions(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question] | None = None,
+                   limit_per_bucket: dict | None = None) -> tuple[dict[int, list], list[dict]]:
+    """Encode the questions; group them by the smallest of `lengths` that fits; list the ones that fit none.
+
+    limit_per_bucket {length: n} keeps n questions of that bucket, evenly spaced in fixture order (so a subset
+    still spans the fixture's languages and kinds), and lists the others as skipped (reason 'limit')."""
+    checkpoint.require_head("the FP16 range analysis")
+    tokenizer = checkpoint.require_tokenizer("the FP16 range analysis")
+    questions = load_questions() if questions is None else questions
+    lengths = tuple(sorted(int(x) for x in lengths))
+    by_bucket: dict[int, list] = {length: [] for length in lengths}
+    skipped = []
+    for question in questions:
+        encoded = encode_question(tokenizer, checkpoint.config.head, question)
+        length = smallest_bucket(encoded.num_tokens, lengths)
+        if length is None:
+            skipped.append({"id": question.id, "tokens": encoded.num_tokens, "reason": "fits no bucket"})
+        else:
+            by_bucket[length].append(encoded)
+    for length, encoded_list in by_bucket.items():
+        cap = (limit_per_bucket or {}).get(length)
+        if cap is None or cap >= len(encoded_list):
+            continue
+        keep = set(np.linspace(0, len(encoded_list) - 1, cap).round().astype(int).tolist()) if cap > 0 else set()
+        for index, encoded in enumerate(encoded_list):
+            if index not in keep:
+                skipped.append({"id": encoded.question.id, "tokens": encoded.num_tokens,
+                                "reason": f"limit of {cap} at L{length}"})
+        by_bucket[length] = [e for index, e in enumerate(encoded_list) if index in keep]
+    return by_bucket, skipped
+
+
+def range_report(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question] | None = None,
+                 limit_per_bucket: dict | None = None, tensors: dict | None = None) -> dict:
+    """Run the FP32 BC1S body over the fixture questions with recording hooks; return the per-site report.
+
+    `tensors` replaces checkpoint.tensors (e.g. a copy with a planted outlier); the tokenizer and config stay."""
+    if tensors is not None:
+        from dataclasses import replace
+
+        checkpoint = replace(checkpoint, tensors=tensors)
+    started = time.perf_counter()
+    by_bucket, skipped = plan_questions(checkpoint, lengths, questions, limit_per_bucket)
+    recorder = RangeRecorder()
+    timings = {}
+    for length, encoded_list in by_bucket.items():
+        if not encoded_list:
+            continue
+        t0 = time.perf_counter()
+        body = BC1SBody(checkpoint.config, checkpoint.tensors, length).eval()
+        handles = instrument(body, recorder)
+        try:
+            with torch.no_grad():
+                for encoded in encoded_list:
+                    inputs = _question_inputs(checkpoint, encoded, length)
+                    valid = torch.zeros(length, dtype=torch.bool)
+                    valid[:encoded.num_tokens] = True
+                    active = torch.zeros(MARKER_SLOTS, dtype=torch.bool)
+                    active[:len(encoded.marker_positions)] = True
+                    recorder.set_question(valid, active, {"question": encoded.question.id, "bucket": length,
+                                                          "tokens": encoded.num_tokens})
+                    body(**{name: inputs[name] for name in body.input_names()})
+        finally:
+            for handle in handles:
+                handle.remove()
+        del body
+        timings[str(length)] = round(time.perf_counter() - t0, 3)
+    sites = {name: _site_entry(name, site) for name, site in sorted(recorder.sites.items(), key=lambda kv: kv[1].order)}
+    report = {
+        "fp16_max": FP16_MAX, "near_headroom": NEAR_HEADROOM, "mask_bias": MASK_BIAS,
+        "exp_underflow": {"fp16": FP16_EXP_UNDERFLOW, "fp32": FP32_EXP_UNDERFLOW},
+        "mask_spread_limit_fp16": MASK_SPREAD_LIMIT, "score_clamp": SCORE_CLAMP,
+        "reference": "FP32 torch BC1SBody (bc1s/models.py) on body_inputs, forward hooks; attention and GeGLU "
+                     "intermediates recomputed by analysis-only mirrors of attention.py / ffn.py",
+        "questions": {"fixture_sha256": fixture_sha256() if questions is None else None,
+                      "lengths": sorted(int(x) for x in lengths),
+                      "evaluated": sum(len(v) for v in by_bucket.values()),
+                      "by_bucket": {str(k): len(v) for k, v in by_bucket.items()},
+                      "ids_by_bucket": {str(k): [e.question.id for e in v] for k, v in by_bucket.items()},
+                      "skipped": skipped},
+        "mirror_check": {"attention_calls": recorder.mirror_calls, "max_abs_diff": _finite(recorder.mirror_diff),
+                         "exact": recorder.mirror_diff == 0.0},
+        "sites": sites,
+        "layers": _summaries(sites, "layer"),
+        "groups": _summaries(sites, "group"),
+    }
+    report["needs_clamp"] = needs_clamp(report)
+    report["clamp"] = clamp_recommendations(report)
+    report["verdict"] = worst(*(entry["verdict"] for entry in sites.values()))
+    report["seconds"] = {"total": round(time.perf_counter() - started, 3), "by_bucket": timings}
+    return report
+
+
+# ---- evidence: what the benchmark script and reproduce write
+
+FORMAT = "ane-engineering/evidence/fp16-range/1"
+LABEL = "measurement (FP32 torch reference ranges over the fixture questions; no FP16 execution)"
+
+# The layer-independent site groups printed in the summary table, in model order.
+SUMMARY_GROUPS = ("embeddings", "embedding_norm", "encoder.attn_norm", "encoder.attn.q", "encoder.attn.k",
+                  "encoder.attn.v", "encoder.attn.scores", "encoder.attn.heads", "encoder.attn.out",
+                  "encoder.attn_residual", "encoder.mlp_norm", "encoder.mlp.input", "encoder.mlp.gate",
+                  "encoder.mlp.product", "encoder.mlp.out", "encoder.residual", "final_norm", "head_input",
+                  "head.attn.scores", "head.attn.out", "head.mlp.input", "head.mlp.product", "head.mlp.out",
+                  "head.residual", "scorer.proj", "scorer.scores", "option_logits")
+
+
+def expectation(source: str, report: dict) -> str:
+    clamps = report["needs_clamp"]
+    if source.startswith("builtin:"):
+        outcome = "no clamp needed" if not clamps else f"{len(clamps)} site(s) need a clamp"
+        return (f"{source} has random scaled-normal weights built to keep activations O(1) (checkpoint/builtin.py "
+                "random_tensors; no trained outlier channels), so small ranges and no clamp are expected: measured "
+                f"-> {outcome}. A trained ModernBERT-family checkpoint "
+                "can carry 20-30k residual outliers; run this on it before trusting an FP16 package "
+                "(tests/test_fp16_range.py shows a planted 30k outlier is flagged).")
+    return "measured on the given checkpoint: " + ("no clamp needed" if not clamps else f"clamp needed at {clamps}")
+
+
+def range_evidence(checkpoint, lengths=BUCKET_LENGTHS, limits: dict[int, int] | None = None,
+                   load_seconds: float | None = None) -> dict:
+    """The evidence JSON of one range analysis, with provenance."""
+    from .provenance import harness_fingerprint, machine, tool_versions
+
+    report = range_report(checkpoint, lengths=lengths, limit_per_bucket=limits or None)
+    subset = bool(limits) and any(s["reason"].startswith("limit") for s in report["questions"]["skipped"])
+    return {
+        "format": FORMAT,
+        "benchmark": "FP16 range analysis of the BC1S body (largest |activation| per site vs 65,504)",
+        "label": LABEL,
+        "source": checkpoint.source,
+        "method": __doc__,
+        "question_subset": ({"limits": {str(k): v for k, v in limits.items()},
+                             "note": "a subset of the fixture questions (evenly spaced per bucket) to bound the "
+                                     "FP32 runtime; the skipped ones are listed in report.questions.skipped"}
+                            if subset else None),
+        "expectation": expectation(checkpoint.source, report),
+        "summary": {
+            "verdict": report["verdict"], "needs_clamp": report["needs_clamp"], "clamp": report["clamp"],
+            "groups": {name: report["groups"][name] for name in SUMMARY_GROUPS if name in report["groups"]},
+        },
+        "report": report,
+        "timing": {"load_seconds": None if load_seconds is None else round(load_seconds, 3),
+                   "analysis_seconds": report["seconds"], "torch_threads": torch.get_num_threads()},
+        "provenance": {"checkpoint": checkpoint.hashes, "machine": machine(), "tools": tool_versions(),
+                       "harness": harness_fingerprint()},
+    }
+
+
+def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
+    """Run the analysis and write its evidence to a new file (refused if it exists)."""
+    import json
+
+    from ..cli import atomic_file
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many small FP32 ops: one thread is several times faster on a shared 2-core machine
+    try:
+        evidence = range_evidence(checkpoint, lengths)
+    finally:
+        torch.set_num_threads(threads)
+    with atomic_file(path) as temporary:
+        temporary.write_text(json.dumps(evidence, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return evidence
+
+
+def summary_lines(evidence: dict) -> list[str]:
+    """Markdown for ANE_BENCHMARKS.md: every number printed here is a field of the evidence."""
+    summary = evidence["summary"]
+    lines = [f"Verdict **{summary['verdict']}**; sites needing a clamp: {', '.join(summary['needs_clamp']) or 'none'}. "
+             f"{evidence['label']}.", "",
+             "| site group | max abs (valid tokens) | max abs (all columns) | headroom to 65504 | verdict |",
+             "|---|---|---|---|---|"]
+    for name, group in summary["groups"].items():
+        room = group.get("headroom_all")
+        lines.append(f"| {name} | {group['max_abs_valid']:.4g} | {group['max_abs_all']:.4g} | "
+                     f"{'-' if room is None else f'{room:.1f}'} | {group['verdict']} |")
+    return lines
