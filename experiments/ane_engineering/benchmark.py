@@ -1,0 +1,72 @@
+"""`python -m experiments.ane_engineering.benchmark`: time a body package as the reference run did.
+
+Load and compile are timed apart from warm calls. The body alone (synthetic embeddings; component timing) and the
+full predict path through the ANEAgent (tokenization to formatted output) are timed separately, each with p50,
+p95, min, max and every raw timing. `--long` uses a real ~1,024-token fixture input. `--vs DIR2` runs two
+candidates interleaved call by call in one process and reports the per-pair ratio distribution. The evidence file
+records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
+model's latency floor beside the measurement. Timings are of whatever backend ran: the `mil` backend is a numpy
+reference executor, not the Neural Engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .checkpoint import load_checkpoint
+from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .execute.backends import BACKEND_CHOICES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.benchmark", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", required=True, type=Path, help="probe (or palettize) output directory")
+    parser.add_argument("--length", required=True, type=int, help="bucket length (must match the package)")
+    add_source_argument(parser)
+    parser.add_argument("--long", action="store_true", help="full path on a real ~1,024-token fixture input")
+    parser.add_argument("--warmup", type=int, help="warm-up calls (default: 5 component, 10 full path)")
+    parser.add_argument("--calls", type=int, help="timed calls (default: 30 component, 50 full path)")
+    parser.add_argument("--vs", type=Path, help="second package of the same bucket, timed interleaved")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
+    parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
+    return parser
+
+
+def main(argv=None) -> int:
+    from .benchmarking.run import benchmark
+    from .export.manifest import read_manifest
+
+    args = build_parser().parse_args(argv)
+    refuse_existing(args.output)
+    if read_manifest(args.package)["length"] != args.length:
+        raise UsageError(f"--length {args.length} does not match the package's bucket")
+    overrides = {k: v for k, v in (("warmup", args.warmup), ("calls", args.calls)) if v is not None}
+    checkpoint = load_checkpoint(args.source)
+    print(f"[benchmark] {args.package} L{args.length} ({'long input' if args.long else 'fixture input'})"
+          + (f" vs {args.vs}" if args.vs else ""), file=sys.stderr, flush=True)
+    result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
+    result["cost_model"] = cost_floor(args.package)
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    comp, full = result["component"]["timing"], result["full_path"]["timing"]
+    print(f"body p50 {comp['p50_ms']:.3f} ms (p95 {comp['p95_ms']:.3f}); full path p50 {full['p50_ms']:.3f} ms "
+          f"(p95 {full['p95_ms']:.3f}) on {result['backend']['backend']}; wrote {args.output}")
+    if "vs" in result:
+        print(f"--vs ratio (second/first) p50: body {result['vs']['component']['ratio']['p50']:.3f}, "
+              f"full path {result['vs']['full_path']['ratio']['p50']:.3f}")
+    return 0
+
+
+def cost_floor(package: Path) -> dict:
+    """The cost model's latency floors for this package, to stand beside the measurement."""
+    from .evidence.cost_model import cost_report
+
+    return cost_report(Path(package))
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

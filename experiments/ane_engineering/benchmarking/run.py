@@ -1,0 +1,117 @@
+"""Benchmark one body package (optionally paired with a second) as the reference run timed it.
+
+- load: package load and compile timed apart from warm calls (compile is Core ML's .mlpackage -> .mlmodelc);
+- component: the body alone, one backend call on synthetic embeddings and full-length masks;
+- full path: an ANEAgent request from tokenization to formatted output on a real fixture question (with
+  `long`, a real ~1,024-token input, never a short one padded);
+- paired (`vs`): two candidates interleaved call by call in one process, with the per-pair ratio distribution.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..checkpoint import Checkpoint
+from ..decision.questions import encode_question, load_questions
+from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from ..model.masks import additive_bc1s
+from ..runtime import ANEAgent
+from .timing import paired_calls, ratio_summary, summarize, timed_calls
+
+COMPONENT_DEFAULTS = {"warmup": 5, "calls": 30}  # the reference run: 30 calls after 5 warm-up
+FULL_PATH_DEFAULTS = {"warmup": 10, "calls": 50}  # the reference run: 50 calls after 10 warm-up
+LONG_MIN_TOKENS = 1000
+
+
+class BenchmarkError(ValueError):
+    pass
+
+
+def synthetic_body_inputs(checkpoint: Checkpoint, length: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random N(0, 1) embeddings, every position valid, four active marker slots: the body's full workload."""
+    config = checkpoint.config
+    rng = np.random.default_rng(seed)
+    hidden = config.encoder.hidden_size
+    valid = torch.ones(1, length, dtype=torch.bool)
+    inputs = {
+        "embeddings": rng.standard_normal((1, hidden, 1, length)).astype(np.float16),  # (1, C, 1, L)
+        "global_mask": additive_bc1s(valid, None).numpy().astype(np.float16),  # (1, L, 1, L)
+        "type_vectors": np.zeros((1, hidden, 1, length), dtype=np.float16),  # (1, C, 1, L)
+        "marker_selector": np.zeros((1, length, 1, 32), dtype=np.float16),  # (1, L, 1, 32)
+    }
+    for slot in range(4):
+        inputs["marker_selector"][0, 1 + 2 * slot, 0, slot] = 1.0
+    if "sliding_attention" in config.encoder.layer_types:
+        inputs["local_mask"] = additive_bc1s(valid, config.encoder.window_radius).numpy().astype(np.float16)
+    return inputs
+
+
+def pick_question(checkpoint: Checkpoint, length: int, long: bool):
+    """The full-path request: the longest fixture question that fits (long: one of at least 1,000 tokens)."""
+    tokenizer = checkpoint.require_tokenizer("the full-path benchmark")
+    fitting = []
+    for question in load_questions():
+        encoded = encode_question(tokenizer, checkpoint.config.head, question)
+        if encoded.num_tokens <= length and (not long or encoded.num_tokens >= LONG_MIN_TOKENS):
+            fitting.append((encoded.num_tokens, question.id, question))
+    if not fitting:
+        raise BenchmarkError(f"no fixture question fits L{length}" + (f" with >= {LONG_MIN_TOKENS} tokens "
+                             "(--long needs the 1,024 bucket)" if long else ""))
+    tokens, _, question = max(fitting, key=lambda item: (item[0], item[1]))
+    return question, tokens
+
+
+def package_record(agent: ANEAgent, length: int) -> dict:
+    manifest = agent.manifests[length]
+    return {"length": length, "kind": manifest["kind"], "manifest_sha256": manifest["manifest_sha256"],
+            "package_sha256": manifest["package"]["content_hash"]["sha256"],
+            "compression": manifest.get("compression"), "load_seconds": agent.load_seconds[length],
+            "compile_seconds": agent.compile_seconds[length]}
+
+
+def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: bool = False,
+              component: dict | None = None, full_path: dict | None = None, vs: Path | None = None) -> dict:
+    component = {**COMPONENT_DEFAULTS, **(component or {})}
+    full_path = {**FULL_PATH_DEFAULTS, **(full_path or {})}
+    agent = ANEAgent([package], checkpoint, backend)
+    (length,) = agent.lengths
+    question, tokens = pick_question(checkpoint, length, long)
+    synthetic = synthetic_body_inputs(checkpoint, length)
+    device = agent.backends[length]
+
+    def body_call(runner=device):
+        return runner.predict(synthetic)
+
+    result = {
+        "format": "ane-engineering/evidence/benchmark/1",
+        "length": length,
+        "package": package_record(agent, length),
+        "source": checkpoint.hashes,
+        "backend": agent.backend.describe(),
+        "component": {"what": "body alone: one backend call on synthetic N(0,1) embeddings, all positions valid",
+                      **component, "timing": summarize(timed_calls(body_call, component["warmup"], component["calls"]))},
+        "full_path": {"what": "ANEAgent.decide: tokenization, host lookup and masks, one backend call, FP32 action "
+                              "head, calibration and formatting",
+                      "question": question.id, "tokens": tokens, "long": long, **full_path,
+                      "timing": summarize(timed_calls(lambda: agent.decide(question, length),
+                                                      full_path["warmup"], full_path["calls"]))},
+    }
+    if vs is not None:
+        other = ANEAgent([vs], checkpoint, backend)
+        if other.lengths != agent.lengths:
+            raise BenchmarkError(f"--vs package has bucket {other.lengths}, the first has {agent.lengths}")
+        a, b = paired_calls(body_call, lambda: other.backends[length].predict(synthetic),
+                            component["warmup"], component["calls"])
+        fa, fb = paired_calls(lambda: agent.decide(question, length), lambda: other.decide(question, length),
+                              full_path["warmup"], full_path["calls"])
+        result["vs"] = {
+            "what": "two candidates interleaved call by call in one process (ABBA order); ratio = second / first",
+            "first": result["package"], "second": package_record(other, length),
+            "component": {"first": summarize(a), "second": summarize(b), "ratio": ratio_summary(a, b)},
+            "full_path": {"first": summarize(fa), "second": summarize(fb), "ratio": ratio_summary(fa, fb)},
+        }
+    result.update(machine=machine(), tools=tool_versions(), harness=harness_fingerprint())
+    return result

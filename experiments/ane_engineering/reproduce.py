@@ -1,0 +1,174 @@
+"""`python -m experiments.ane_engineering.reproduce`: the whole chain on one source, ending in ANE_BENCHMARKS.md.
+
+Stages: probe the body at L96, L192 and L1024 -> golden -> validate each bucket and across buckets -> palettize
+sweep at L96 -> benchmarks (every bucket, the long input at L1024, FP16 vs the best passing palettized candidate
+paired) -> FP16 range analysis -> ANE_BENCHMARKS.md rendered from the evidence JSON, every figure linked to the
+file and hashes it came from. One progress line per stage; a failing stage stops the chain and says why.
+Refuses an existing DIR; works in a staging sibling renamed to DIR at the end (a failed run is kept as
+DIR.failed-<time> for inspection, never as DIR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .buckets import BUCKET_LENGTHS
+from .checkpoint import load_checkpoint
+from .cli import UsageError, add_source_argument, run_main
+from .export.staging import refuse_existing_dir
+
+SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
+
+
+class StageFailed(RuntimeError):
+    pass
+
+
+class Chain:
+    """Runs stages in order, logging each with its time; the log is written as reproduce.json."""
+
+    def __init__(self, root: Path, total: int):
+        self.root, self.total, self.log = root, total, []
+
+    def stage(self, name: str, function, *args, **kwargs):
+        index = len(self.log) + 1
+        print(f"[reproduce {index}/{self.total}] {name} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        try:
+            value = function(*args, **kwargs)
+        except Exception as error:  # the chain stops here and says why
+            self.log.append({"stage": name, "status": "failed", "seconds": time.perf_counter() - started,
+                             "error": f"{error.__class__.__name__}: {error}",
+                             "traceback": traceback.format_exc(limit=8)})
+            raise StageFailed(f"stage '{name}' failed: {error.__class__.__name__}: {error}") from error
+        seconds = time.perf_counter() - started
+        self.log.append({"stage": name, "status": "ok", "seconds": seconds})
+        print(f"[reproduce {index}/{self.total}] {name}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
+        return value
+
+
+def _run(command_main, argv: list[str], expect_pass: bool = True) -> int:
+    status = run_main(command_main, argv)
+    if status == 2 or (expect_pass and status != 0):
+        raise RuntimeError(f"{command_main.__module__} exited with status {status}")
+    return status
+
+
+def best_passing_candidate(sweep_dir: Path) -> Path | None:
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    passing = [c for c in sweep["candidates"] if c["passed"]]
+    if not passing:
+        return None
+    return Path(min(passing, key=lambda c: c["package_bytes"])["package"])
+
+
+def relocate_paths(root: Path, old: Path, new: Path) -> int:
+    """Evidence written in the staging directory names it; point those paths at the final directory."""
+    changed = 0
+    for path in root.rglob("*"):
+        inside_package = any(part.endswith(".mlpackage") for part in path.parts)  # package bytes are hashed
+        if path.suffix in (".json", ".md") and path.is_file() and not inside_package:
+            text = path.read_text(encoding="utf-8")
+            if str(old) in text:
+                path.write_text(text.replace(str(old), str(new)), encoding="utf-8")
+                changed += 1
+    return changed
+
+
+def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, repeats: int | None = None,
+              final_root: Path | None = None) -> dict:
+    from . import benchmark, golden, probe, sweep, validate
+    from .evidence.fp16_range import write_range_evidence
+    from .evidence.render import render_directory
+
+    packages = root / "packages"
+    packages.mkdir()
+    (root / "benchmarks").mkdir()
+    chain = Chain(root, 1 + len(lengths) + 3 + len(lengths) + 2 + 2 + (final_root is not None))
+    chain.stage(f"load {source}", load_checkpoint, source)
+    try:
+        for length in lengths:
+            chain.stage(f"probe body L{length}", _run, probe.main,
+                        ["--kind", "body", "--length", str(length), "--source", source,
+                         "--output", str(packages / f"body-{length}"), "--require-ane", "--quiet"])
+        chain.stage("golden (FP32 reference)", _run, golden.main, ["--source", source, "--output", str(root / "golden.json")])
+        repeat_args = ["--repeats", str(repeats)] if repeats is not None else []
+        chain.stage("validate every bucket and across buckets", _run, validate.main,
+                    [a for length in lengths for a in ("--package", str(packages / f"body-{length}"))]
+                    + ["--source", source, "--golden", str(root / "golden.json"), "--backend", "mil",
+                       "--output", str(root / "validation.json")] + repeat_args)
+        smallest = min(lengths)
+        chain.stage(f"palettization sweep at L{smallest}", _run, sweep.main,
+                    ["--package", str(packages / f"body-{smallest}"), "--source", source, "--golden",
+                     str(root / "golden.json"), "--bits", SWEEP_BITS, "--modes", SWEEP_MODES, "--group-sizes",
+                     SWEEP_GROUPS, "--jobs", str(jobs), "--output", str(root / "sweep")])
+        for length in lengths:
+            chain.stage(f"benchmark L{length}", _run, benchmark.main,
+                        ["--package", str(packages / f"body-{length}"), "--length", str(length), "--source", source,
+                         "--backend", "mil", "--output", str(root / "benchmarks" / f"body-{length}.json")])
+        longest = max(lengths)
+        chain.stage(f"benchmark L{longest} on a real long input", _run, benchmark.main,
+                    ["--package", str(packages / f"body-{longest}"), "--length", str(longest), "--long", "--source",
+                     source, "--backend", "mil", "--output", str(root / "benchmarks" / f"body-{longest}-long.json")])
+        candidate = best_passing_candidate(root / "sweep")
+        if candidate is not None:
+            chain.stage(f"paired benchmark L{smallest}: FP16 vs {candidate.name}", _run, benchmark.main,
+                        ["--package", str(packages / f"body-{smallest}"), "--length", str(smallest), "--vs",
+                         str(candidate), "--source", source, "--backend", "mil",
+                         "--output", str(root / "benchmarks" / f"vs-{smallest}-{candidate.name}.json")])
+        chain.stage("FP16 range analysis", write_range_evidence, load_checkpoint(source), root / "fp16_range.json")
+        if final_root is not None:
+            chain.stage("point evidence paths at the final directory", relocate_paths, root, root.resolve(),
+                        final_root.resolve())
+        chain.stage("render ANE_BENCHMARKS.md", lambda: (root / "ANE_BENCHMARKS.md").write_text(
+            render_directory(root), encoding="utf-8"))
+    finally:
+        (root / "reproduce.json").write_text(json.dumps({"source": source, "stages": chain.log}, indent=1) + "\n",
+                                             encoding="utf-8")
+    return {"stages": chain.log}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.reproduce", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_argument(parser)
+    parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    output = refuse_existing_dir(args.output)
+    if args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    staging = output.parent / f".{output.name}.reproduce-partial"
+    if staging.exists():
+        raise UsageError(f"{staging} exists (another reproduce into {output} running, or left from a crash); remove it")
+    staging.mkdir()
+    started = time.perf_counter()
+    try:
+        reproduce(args.source, staging, jobs=args.jobs, final_root=output)
+    except StageFailed as error:
+        failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
+        os.rename(staging, failed)
+        print(f"error: {error}\nThe partial evidence is kept in {failed} (reproduce.json has the traceback).",
+              file=sys.stderr)
+        return 1
+    except BaseException:
+        failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
+        os.rename(staging, failed)
+        raise
+    os.rename(staging, output)
+    print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
