@@ -28,6 +28,12 @@ class PalettizeError(ValueError):
     pass
 
 
+def _peak_rss_bytes() -> int:
+    from ..export.probe_run import peak_rss_bytes
+
+    return peak_rss_bytes()
+
+
 def package_bytes(package: Path) -> int:
     return sum(p.stat().st_size for p in Path(package).rglob("*") if p.is_file())
 
@@ -96,6 +102,7 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
             "compression": compression,
             "seconds": seconds,
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))},
+            "peak_rss_bytes": _peak_rss_bytes(),
             "parent_bytes": package_bytes(Path(parent_dir) / parent["package"]["path"]),
             "package_bytes": package_bytes(staging / PACKAGE_NAME),
             "package_sha256": content_hash["sha256"],
