@@ -66,11 +66,14 @@ class SingleHeadAttention(nn.Module):
         k = k.permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
         q1, q2 = self.rope.rotate_query(q[:, :all_half], q[:, all_half:])  # (1, H*D/2, 1, L) x2
         k1, k2 = self.rope.rotate_key(k[..., :all_half], k[..., all_half:])  # (1, L, 1, H*D/2) x2
+        # One split per tensor (a single MIL op with H outputs) instead of H slices.
+        q1s, q2s = q1.split(half, dim=1), q2.split(half, dim=1)  # H x (1, D/2, 1, L)
+        k1s, k2s = k1.split(half, dim=3), k2.split(half, dim=3)  # H x (1, L, 1, D/2)
+        vs = v.split(d, dim=1)  # H x (1, D, 1, L)
         heads = []
         for h in range(self.num_heads):
-            lo, hi = h * half, (h + 1) * half
-            scores = torch.einsum("bchq,bkhc->bkhq", q1[:, lo:hi], k1[..., lo:hi])  # (1, Lk, 1, Lq)
-            scores = scores + torch.einsum("bchq,bkhc->bkhq", q2[:, lo:hi], k2[..., lo:hi])  # (1, Lk, 1, Lq)
+            scores = torch.einsum("bchq,bkhc->bkhq", q1s[h], k1s[h])  # (1, Lk, 1, Lq)
+            scores = scores + torch.einsum("bchq,bkhc->bkhq", q2s[h], k2s[h])  # (1, Lk, 1, Lq)
             weights = (scores + mask).softmax(dim=1)  # (1, Lk, 1, Lq)
-            heads.append(torch.einsum("bkhq,bchk->bchq", weights, v[:, h * d:(h + 1) * d]))  # (1, D, 1, Lq)
+            heads.append(torch.einsum("bkhq,bchk->bchq", weights, vs[h]))  # (1, D, 1, Lq)
         return self.out(torch.cat(heads, dim=1))  # (1, C, 1, L)
