@@ -116,18 +116,19 @@ class Backend(ABC):
 class MILBackend(Backend):
     """The numpy MIL executor (any platform). Modes: fp32-accumulate (default) and fp16-strict."""
 
-    def __init__(self, mode: str = FP32_ACCUMULATE, *, strict_chunk: int = 1):
+    def __init__(self, mode: str = FP32_ACCUMULATE, *, strict_chunk: int = 1, threads: int | None = None):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"unknown mil mode {mode!r}; choose one of {MODES}")
         self.mode = mode
         self.strict_chunk = strict_chunk
+        self.threads = threads  # None: the CPUs this process may use
         self.name = "mil" if mode == FP32_ACCUMULATE else f"mil-{mode}"
 
     def load(self, package_path: str | Path) -> LoadedModel:
         from .executor import MILExecutor
 
-        executor = MILExecutor(package_path, mode=self.mode, strict_chunk=self.strict_chunk)
+        executor = MILExecutor(package_path, mode=self.mode, strict_chunk=self.strict_chunk, threads=self.threads)
         self.loaded = LoadedModel(
             backend=self.name, package_path=Path(package_path), handle=executor,
             input_names=executor.input_names, output_names=executor.output_names,
@@ -148,6 +149,7 @@ class MILBackend(Backend):
             info = self.loaded.handle.describe()
             out["accumulation"] = info["accumulation"]
             out["storage"] = info["storage"]
+            out["threads"] = info["threads"]
             out["package"] = info["package"]
         else:
             out["accumulation"] = ("float32" if self.mode == FP32_ACCUMULATE else "sequential fp16")

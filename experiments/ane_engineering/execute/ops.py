@@ -8,7 +8,9 @@ A handler is `handler(node, args, num) -> array | tuple[array, ...]`:
     num   Numerics: the precision mode (see below) and its arithmetic helpers
 
 A handler returns its result in the mode's compute dtype; the executor then stores it in the op's declared
-dtype (np.float16 for FP16 programs), which is the one rounding of an op's output. A handler may carry a
+dtype (np.float16 for FP16 programs), which is the one rounding of an op's output. Handlers on the hot path
+(binary arithmetic, conv, matmul, linear, einsum, softmax, gelu) may return that rounded fp16 result themselves
+from fused kernels; the values are the same as "compute in the mode's dtype, then round". A handler may carry a
 `prepare(node, const_args, num)` attribute that runs once at load (e.g. conv caches its weight matrix).
 
 Semantics follow coremltools' op definitions (coremltools/converters/mil/mil/ops/defs/iOS15..iOS18): inputs,
@@ -23,6 +25,9 @@ fp32-accumulate (default)
     reductions (layer_norm mean and variance, softmax denominator, reduce_*) accumulate in float32, transcendental
     functions are evaluated in float32 (erf/erfc/expit from scipy). The op's output is then rounded once to fp16.
     This is the model of an FP16 device that keeps wide accumulators and stores fp16 activations.
+    Results are deterministic; large products are split over threads by output rows or columns, which leaves
+    each output's float32 sum to one BLAS call (measured: the full-size body's 6,400 values are identical with
+    one and two threads).
 
 fp16-strict
     A pessimistic all-fp16 model. Inputs stay fp16; every elementary step inside an op is rounded to fp16:
@@ -38,7 +43,9 @@ fp16-strict
     rounded once (a correctly rounded fp16 function, better than most hardware approximations); numpy's own
     float16 matmul/dot/contiguous sum accumulate in float32 (measured: 4096 ones sum to 4096 in np.float16
     matmul, where an fp16 accumulator stalls at 2048), which is why strict sums are written as explicit loops.
-    The loops make strict mode O(K) numpy calls per dot product: fine for small programs, slow at full size.
+    The loops make strict mode O(K) numpy calls per dot product: ~2.5 s per call for the tiny BC1S body at L96,
+    far too slow (hours) for the full-size body at L1024; it exists to bound the effect of fp16 accumulation on
+    small programs, not to run production shapes.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -76,80 +83,76 @@ class OpNode:
 
 # ----------------------------------------------------------------------------------------------- fp16 <-> fp32, threads
 
-# numpy's own float16 casts run at ~1.3 ns (fp16 -> fp32) and ~2.6 ns (fp32 -> fp16) per element here, which
-# dominated the executor at full size. When numba is installed (it comes with the `convert` extra, as
-# coremltools does) large arrays go through small kernels instead: fp16 -> fp32 reads a 65,536-entry table built
-# by numpy's own cast; fp32 -> fp16 is IEEE round-to-nearest-even on the bit pattern (normals, subnormals,
-# overflow to inf, NaN kept NaN). That rounding was checked bit for bit against numpy's astype(np.float16) over
-# all 2^32 float32 bit patterns (NaN payloads included); a test repeats it on a sample. The same rounding ends the
-# fused fp16 binary kernel (fp16 x fp16 -> fp32 op -> fp16, for add/sub/mul/real_div/maximum/minimum on
-# same-shape or scalar operands), which is exactly "compute in fp32, round the output once".
-# Without numba, or for small arrays, numpy is used. Results are identical either way.
+# numpy's own float16 casts run at ~1.3 ns (fp16 -> fp32) and ~2.6 ns (fp32 -> fp16) per element here (numpy's
+# x86-64 wheels do not use the F16C conversion instructions), which dominated the executor at full size. When
+# numba is installed (it comes with the `convert` extra, as coremltools does) large arrays go through small
+# numba kernels that convert with LLVM's `half` type (fpext / fptrunc, i.e. the CPU's IEEE conversion
+# instructions: vcvtph2ps / vcvtps2ph with round-to-nearest-even on x86): ~0.07 ns per element. The same
+# conversions make the fused fp16 binary kernel (fp16 x fp16 -> float32 op -> fp16, for add/sub/mul/real_div/
+# maximum/minimum on same-shape or single-value operands), which is exactly "compute in fp32, round once".
+# Checked: fp32 -> fp16 equals numpy's astype(np.float16) bit for bit over all 2^32 float32 bit patterns, and
+# fp16 -> fp32 equals numpy over all 65,536 halves, except NaN payloads (NaN stays NaN; the hardware sets the
+# quiet bit of signalling NaNs, numpy keeps them as they are).
+# A self-check against numpy runs when the kernels are first compiled; if numba is missing or the check
+# fails, numpy's casts are used. Results are identical either way.
 #
 # Threads: large kernels and large matmuls are split into `threads` slices run on a small pool of Python threads
 # (numba kernels and BLAS release the GIL), with BLAS itself pinned to one thread while a program runs. Python
 # threads block when idle; OpenBLAS's own threads spin, which made a shared 2-core machine several times slower.
 
-FAST_MIN_ELEMENTS = 1 << 15
+FAST_MIN_ELEMENTS = 1 << 12
 PARALLEL_MIN_ELEMENTS = 1 << 17
 _kernels: dict = {}
 BINARY_OPCODES = {"add": 0, "sub": 1, "mul": 2, "real_div": 3, "maximum": 4, "minimum": 5}
 
 
-def _load_kernels():
-    if "loaded" in _kernels:
-        return _kernels.get("f32_to_f16")
-    _kernels["loaded"] = True
-    try:
-        from numba import njit, uint32
-    except Exception:  # noqa: BLE001 - numba is optional
-        return None
+try:  # numba is optional: without it numpy's casts and ufuncs are used
+    from llvmlite import ir as _ir
+    from numba import njit as _njit
+    from numba import types as _nbtypes
+    from numba.extending import intrinsic as _intrinsic
+except Exception:  # noqa: BLE001
+    _njit = None
 
-    @njit(cache=True, nogil=True, inline="always")
-    def round_bits(u):
-        # float32 bit pattern -> fp16 bit pattern, round to nearest even; branch-free so it vectorizes
-        a = u & uint32(0x7FFFFFFF)
-        sign = (u >> uint32(16)) & uint32(0x8000)
-        # fp16 normal range: round the mantissa to 10 bits (ties to even), rebias the exponent
-        normal = ((a + uint32(0x0FFF) + ((a >> uint32(13)) & uint32(1))) - uint32(0x38000000)) >> uint32(13)
-        # fp16 subnormal range (|x| < 2^-14): multiples of 2^-24, ties to even; |x| <= 2^-25 gives 0
-        e = a >> uint32(23)
-        shift = uint32(126) - e if e < uint32(112) else uint32(14)
-        shift = shift if shift < uint32(31) else uint32(31)
-        m = (a & uint32(0x7FFFFF)) | uint32(0x800000)
-        sub = m >> shift
-        rem = m & ((uint32(1) << shift) - uint32(1))
-        half = uint32(1) << (shift - uint32(1))
-        sub = sub + (uint32(1) if (rem > half or (rem == half and (sub & uint32(1)) == uint32(1))) else uint32(0))
-        h = sub if a < uint32(0x38800000) else normal
-        h = uint32(0x7C00) if a >= uint32(0x477FF000) else h  # >= 65520 (and inf) -> inf
-        nan = uint32(0x7C00) + ((a & uint32(0x7FFFFF)) >> uint32(13))  # NaN keeps its top payload bits
-        nan = nan + (uint32(1) if nan == uint32(0x7C00) else uint32(0))
-        h = nan if a > uint32(0x7F800000) else h
-        return sign | h
+if _njit is not None:
+    @_intrinsic
+    def _half_to_f32(typingctx, h):  # uint16 bit pattern of an fp16 -> float32 (exact)
+        def codegen(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], _ir.HalfType()), _ir.FloatType())
+        return _nbtypes.float32(_nbtypes.uint16), codegen
 
-    @njit(cache=True, nogil=True, boundscheck=False)
-    def f32_to_f16(src, dst, start, stop):  # src: uint32 view of float32, dst: uint16 view of float16
-        for i in range(start, stop):
-            dst[i] = round_bits(src[i])
+    @_intrinsic
+    def _f32_to_half(typingctx, f):  # float32 -> uint16 bit pattern of the fp16, round to nearest even
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(builder.fptrunc(args[0], _ir.HalfType()), _ir.IntType(16))
+        return _nbtypes.uint16(_nbtypes.float32), codegen
 
-    @njit(cache=True, nogil=True, boundscheck=False)
-    def f16_to_f32(src, table, dst, start, stop):
-        for i in range(start, stop):
-            dst[i] = table[src[i]]
+    # Loops run over sliced views with range(n): numba vectorizes those, not range(start, stop) over the whole.
+    # error_model="numpy": x / 0 gives inf or nan as in numpy (numba's default would raise ZeroDivisionError).
 
-    @njit(cache=True, nogil=True, boundscheck=False)
-    def binary16(op, a, b, a_step, b_step, table, dst, start, stop):
-        # a, b, dst: uint16 views of fp16; a_step/b_step: 1 for arrays, 0 for a single broadcast value
-        block = 512
-        buf = np.empty(block, np.float32)
-        bits = buf.view(np.uint32)
-        i = start
-        while i < stop:
-            n = min(block, stop - i)
-            for j in range(n):
-                x = table[a[(i + j) * a_step]]
-                y = table[b[(i + j) * b_step]]
+    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    def _k_f32_to_f16(src, dst, start, stop):  # src: float32, dst: uint16 view of float16
+        s, d = src[start:stop], dst[start:stop]
+        for i in range(s.size):
+            d[i] = _f32_to_half(s[i])
+
+    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    def _k_f16_to_f32(src, dst, start, stop):  # src: uint16 view of float16, dst: float32
+        s, d = src[start:stop], dst[start:stop]
+        for i in range(s.size):
+            d[i] = _half_to_f32(s[i])
+
+    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    def _k_binary16(op, a, b, dst, start, stop):
+        # a, b, dst: uint16 views of fp16 arrays of the output's size; a or b may hold a single broadcast value
+        d = dst[start:stop]
+        n = d.size
+        if a.size == 1 or b.size == 1:
+            one_a = a.size == 1
+            v = _half_to_f32(a[0]) if one_a else _half_to_f32(b[0])
+            s = b[start:stop] if one_a else a[start:stop]
+            for i in range(n):
+                x, y = (v, _half_to_f32(s[i])) if one_a else (_half_to_f32(s[i]), v)
                 if op == 0:
                     r = x + y
                 elif op == 1:
@@ -162,16 +165,70 @@ def _load_kernels():
                     r = x if (x > y or x != x) else y
                 else:
                     r = x if (x < y or x != x) else y
-                buf[j] = r
-            for j in range(n):
-                dst[i + j] = round_bits(bits[j])
-            i += n
+                d[i] = _f32_to_half(r)
+            return
+        sa, sb = a[start:stop], b[start:stop]
+        if op == 0:
+            for i in range(n):
+                d[i] = _f32_to_half(_half_to_f32(sa[i]) + _half_to_f32(sb[i]))
+        elif op == 1:
+            for i in range(n):
+                d[i] = _f32_to_half(_half_to_f32(sa[i]) - _half_to_f32(sb[i]))
+        elif op == 2:
+            for i in range(n):
+                d[i] = _f32_to_half(_half_to_f32(sa[i]) * _half_to_f32(sb[i]))
+        elif op == 3:
+            for i in range(n):
+                d[i] = _f32_to_half(_half_to_f32(sa[i]) / _half_to_f32(sb[i]))
+        elif op == 4:
+            for i in range(n):
+                x, y = _half_to_f32(sa[i]), _half_to_f32(sb[i])
+                d[i] = _f32_to_half(x if (x > y or x != x) else y)  # NaN propagates, as np.maximum
+        else:
+            for i in range(n):
+                x, y = _half_to_f32(sa[i]), _half_to_f32(sb[i])
+                d[i] = _f32_to_half(x if (x < y or x != x) else y)
 
-    _kernels["f32_to_f16"] = f32_to_f16
-    _kernels["f16_to_f32"] = f16_to_f32
-    _kernels["binary16"] = binary16
-    _kernels["table"] = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
-    return f32_to_f16
+
+def _compile_kernels() -> dict:
+    if _njit is None:
+        raise ImportError("numba is not installed")
+    return {"f32_to_f16": _k_f32_to_f16, "f16_to_f32": _k_f16_to_f32, "binary16": _k_binary16}
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    """Bit-identical, except that NaNs need only both be NaN (the hardware quiets signalling NaNs)."""
+    same = got.view(np.dtype(f"u{got.itemsize}")) == want.view(np.dtype(f"u{want.itemsize}"))
+    return bool(np.all(same | (np.isnan(got) & np.isnan(want))))
+
+
+def _self_check(k: dict) -> bool:
+    halves = np.arange(65536, dtype=np.uint16)
+    wide = np.empty(65536, np.float32)
+    k["f16_to_f32"](halves, wide, 0, 65536)
+    if not _same_bits(wide, halves.view(np.float16).astype(np.float32)):
+        return False
+    finite = np.sort(wide[np.isfinite(wide) & (wide >= 0)])
+    mids = ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32)  # ties: round to even
+    probe = np.concatenate([mids, -mids, np.nextafter(mids, np.float32(0)), np.nextafter(mids, np.float32(1e9)),
+                            np.float32([65504, 65519.99, 65520, 1e-8, 3e-8, -0.0, np.inf, -np.inf])])
+    narrow = np.empty(probe.size, np.uint16)
+    k["f32_to_f16"](probe, narrow, 0, probe.size)
+    with np.errstate(over="ignore"):
+        return _same_bits(narrow.view(np.float16), probe.astype(np.float16))
+
+
+def _load_kernels():
+    """The compiled kernels, or None (numba missing, or the self-check against numpy failed)."""
+    if "loaded" not in _kernels:
+        _kernels["loaded"] = True
+        try:
+            compiled = _compile_kernels()
+            if _self_check(compiled):
+                _kernels.update(compiled)
+        except Exception:  # noqa: BLE001 - numba is optional; numpy's casts remain
+            pass
+    return _kernels.get("f32_to_f16")
 
 
 _pools: dict = {}
@@ -204,8 +261,8 @@ def to_float32(x: np.ndarray, threads: int = 1) -> np.ndarray:
         return x.astype(np.float32)
     src = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
     out = np.empty(x.shape, np.float32)
-    flat, table, kernel = out.reshape(-1), _kernels["table"], _kernels["f16_to_f32"]
-    parallel_for(lambda a, b: kernel(src, table, flat, a, b), src.size, threads)
+    flat, kernel = out.reshape(-1), _kernels["f16_to_f32"]
+    parallel_for(lambda a, b: kernel(src, flat, a, b), src.size, threads)
     return out
 
 
@@ -216,7 +273,7 @@ def to_float16(x: np.ndarray, threads: int = 1) -> np.ndarray:
         return x
     if x.dtype != np.float32 or x.size < FAST_MIN_ELEMENTS or _load_kernels() is None:
         return x.astype(np.float16)
-    src = np.ascontiguousarray(x).reshape(-1).view(np.uint32)
+    src = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(x.shape, np.float16)
     flat, kernel = out.reshape(-1).view(np.uint16), _kernels["f32_to_f16"]
     parallel_for(lambda a, b: kernel(src, flat, a, b), src.size, threads)
@@ -242,10 +299,9 @@ def binary16(op_type: str, x, y, threads: int = 1):
         return None
     a = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
     b = np.ascontiguousarray(y).reshape(-1).view(np.uint16)
-    a_step, b_step = (1 if a.size == size else 0), (1 if b.size == size else 0)
     out = np.empty(shape, np.float16)
-    flat, table, kernel, op = out.reshape(-1).view(np.uint16), _kernels["table"], _kernels["binary16"], BINARY_OPCODES[op_type]
-    parallel_for(lambda s, e: kernel(op, a, b, a_step, b_step, table, flat, s, e), size, threads)
+    flat, kernel, op = out.reshape(-1).view(np.uint16), _kernels["binary16"], BINARY_OPCODES[op_type]
+    parallel_for(lambda s, e: kernel(op, a, b, flat, s, e), size, threads)
     return out
 
 
@@ -338,6 +394,19 @@ class Numerics:
             return _matmul32(self.f(a), self.f(b), self.threads)
         return _sequential_matmul16(np.asarray(a, dtype=np.float16), np.asarray(b, dtype=np.float16), self.strict_chunk)
 
+    def matmul_fp16(self, a, b, row_bias=None, col_bias=None):
+        """The same product (plus an optional bias per output row or column) rounded once to fp16.
+        fp32-accumulate: float32 BLAS, the bias added in float32, one rounding;
+        fp16-strict: the sequential fp16 accumulation of `matmul`, then the bias added in fp16."""
+        if self.strict:
+            out = self.matmul(a, b)
+            if row_bias is not None:
+                out = self.r(out + self.f(row_bias)[:, None])
+            if col_bias is not None:
+                out = self.r(out + self.f(col_bias))
+            return out
+        return _matmul_fp16(a, b, self.threads, row_bias, col_bias)
+
 
 def _matmul32(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     """np.matmul in float32; a large product is split over its longer output axis into `threads` BLAS calls."""
@@ -353,6 +422,19 @@ def _matmul32(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
     else:
         parallel_for(lambda s, e: np.matmul(a, b[..., :, s:e], out=out[..., :, s:e]), n, threads, min_chunk=16)
     return out
+
+
+def _matmul_fp16(a, b, threads: int, row_bias=None, col_bias=None) -> np.ndarray:
+    """fp16(a @ b [+ bias]): one float32 BLAS product (split over threads), the bias added in float32, one
+    rounding. (Tried and dropped, both slower here: blocking the product so its float32 result stays in cache,
+    since BLAS then repacks operands per block; and a numba kernel for the short K=32 contractions.)"""
+    a, b = np.asarray(a), np.asarray(b)
+    out = _matmul32(to_float32(a, threads), to_float32(b, threads), threads)
+    if row_bias is not None:
+        out += to_float32(np.asarray(row_bias)).reshape(-1)[:, None]
+    if col_bias is not None:
+        out += to_float32(np.asarray(col_bias)).reshape(-1)
+    return to_float16(out, threads)
 
 
 def _norm_axes(axes, rank: int) -> tuple[int, ...]:
@@ -567,14 +649,20 @@ def op_clip(node, args, num):
 @register("gelu")
 def op_gelu(node, args, num):
     mode = str(args.get("mode", "EXACT"))
-    x = num.f(args["x"])
+    raw = np.asarray(args["x"])
+    x = raw if (mode == "EXACT" and not num.strict and raw.dtype == np.float16) else num.f(raw)
     if mode == "EXACT":
         if num.strict:  # 0.5 * x * (1 + erf(x / sqrt(2))), every primitive rounded to fp16
             u = x * num.c(1.0 / math.sqrt(2.0))
             v = num.c(1) + num.fn(_erf, u)
             return num.c(0.5) * (x * v)
         # fp32: the same function written with erfc (1 + erf(u) == erfc(-u)), accurate in the negative tail
-        return np.float32(0.5) * x * _erfc(x * np.float32(-1.0 / math.sqrt(2.0))).astype(np.float32, copy=False)
+        def exact(v):
+            return np.float32(0.5) * v * _erfc(v * np.float32(-1.0 / math.sqrt(2.0))).astype(np.float32, copy=False)
+
+        if raw.dtype == np.float16 and node.output_dtypes[0] == np.float16:
+            return map16(raw, exact, num.threads)
+        return exact(num.f(raw))
     if mode == "TANH_APPROXIMATION":
         # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
         inner = num.c(math.sqrt(2.0 / math.pi)) * (x + num.c(0.044715) * (x * x * x))
@@ -618,10 +706,42 @@ def op_layer_norm(node, args, num):
     return y
 
 
+def map16(x: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], threads: int, keep_axis: int | None = None):
+    """fp16 in, fp16 out: fn(float32 copy of a slice) -> float32 result of the same shape (fn may work in place),
+    rounded to fp16 once. With threads > 1 the largest axis other than `keep_axis` (which fn needs whole) is
+    split into one slice per thread."""
+    x = np.asarray(x)
+    axes = [d for d in range(x.ndim) if d != keep_axis]
+    split = max(axes, key=lambda d: x.shape[d]) if axes else None
+    per_slice = x.size // max(1, x.shape[split]) if split is not None else x.size
+    if split is None or threads <= 1 or x.size < 2 * PARALLEL_MIN_ELEMENTS:
+        return to_float16(np.asarray(fn(to_float32(x)), np.float32))
+    out = np.empty(x.shape, np.float16)
+
+    def work(start, stop):
+        index = tuple(slice(start, stop) if d == split else slice(None) for d in range(x.ndim))
+        out[index] = to_float16(np.asarray(fn(to_float32(x[index])), np.float32))
+
+    parallel_for(work, x.shape[split], threads, min_chunk=max(1, PARALLEL_MIN_ELEMENTS // max(1, per_slice)))
+    return out
+
+
+def _softmax32_inplace(v: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(v, axis=axis, keepdims=True)
+    np.subtract(v, m, out=v)
+    np.exp(v, out=v)
+    np.divide(v, np.sum(v, axis=axis, keepdims=True, dtype=np.float32), out=v)
+    return v
+
+
 @register("softmax")
 def op_softmax(node, args, num):
-    x = num.f(args["x"])
+    x = np.asarray(args["x"])
     axis = _axis(args.get("axis", -1), x.ndim)
+    if not num.strict and x.dtype == np.float16 and node.output_dtypes[0] == np.float16:
+        # exp(x - max) / sum(exp(x - max)) in float32, each output rounded once; split over the other axes
+        return map16(x, lambda v: _softmax32_inplace(v, axis), num.threads, keep_axis=axis)  # v: a fresh copy
+    x = num.f(x)
     m = np.max(x, axis=axis, keepdims=True)
     e = num.fn(np.exp, num.r(x - m))
     s = num.sum(e, (axis,))
@@ -765,6 +885,12 @@ def op_tile(node, args, num):
     return np.tile(np.asarray(args["x"]), _ints(args["reps"]))
 
 
+@register("range_1d")
+def op_range_1d(node, args, num):
+    start, end, step = (np.asarray(args[k]).reshape(()) for k in ("start", "end", "step"))
+    return np.arange(start, end, step).astype(node.output_dtypes[0])  # [start, end) by step
+
+
 @register("shape")
 def op_shape(node, args, num):
     return np.array(np.asarray(args["x"]).shape, dtype=np.int32)
@@ -831,11 +957,14 @@ def op_linear(node, args, num):
     w = node.cache.get("weight")
     if w is None:
         w = num.f(args["weight"])
-    y = num.matmul(num.f(args["x"]), np.swapaxes(w, -1, -2))  # x @ weight.T
+    b = None
     if args.get("bias") is not None:
         b = node.cache.get("bias")
-        y = num.r(y) + (b if b is not None else num.f(args["bias"]))
-    return y
+        b = num.f(args["bias"]) if b is None else b
+    if node.output_dtypes[0] == np.float16:
+        return num.matmul_fp16(args["x"], np.swapaxes(w, -1, -2), col_bias=b)  # x @ weight.T + bias, one rounding
+    y = num.matmul(num.f(args["x"]), np.swapaxes(w, -1, -2))
+    return y if b is None else num.r(y) + b
 
 
 op_linear.prepare = _prepare_linear
@@ -849,10 +978,11 @@ def _prepare_matmul(node, const_args, num):
 
 @register("matmul")
 def op_matmul(node, args, num):
+    fp16_out = node.output_dtypes[0] == np.float16
     x = node.cache.get("x")
-    x = num.f(args["x"]) if x is None else x
+    x = (np.asarray(args["x"]) if fp16_out else num.f(args["x"])) if x is None else x
     y = node.cache.get("y")
-    y = num.f(args["y"]) if y is None else y
+    y = (np.asarray(args["y"]) if fp16_out else num.f(args["y"])) if y is None else y
     if _bool(args.get("transpose_x", False)):
         x = np.swapaxes(x, -1, -2)
     if _bool(args.get("transpose_y", False)):
@@ -863,7 +993,7 @@ def op_matmul(node, args, num):
         x = x[None, :]
     if squeeze_y:
         y = y[:, None]
-    out = num.matmul(x, y)
+    out = num.matmul_fp16(x, y) if fp16_out else num.matmul(x, y)
     if squeeze_x:
         out = out[..., 0, :]
     if squeeze_y:
@@ -950,19 +1080,21 @@ def _prepare_einsum(node, const_args, num):
 @register("einsum")
 def op_einsum(node, args, num):
     equation = str(args["equation"])
+    fp16_out = node.output_dtypes[0] == np.float16
     values = []
     for i, v in enumerate(args["values"]):
         cached = node.cache.get(f"value{i}")
-        values.append(num.f(v) if cached is None else cached)
+        values.append((np.asarray(v) if fp16_out else num.f(v)) if cached is None else cached)
     if len(values) == 2:
-        out = einsum_as_matmul(equation, values[0], values[1], num.matmul,
+        out = einsum_as_matmul(equation, values[0], values[1], num.matmul_fp16 if fp16_out else num.matmul,
                                lambda a, axes: num.sum(a, axes, keepdims=True))
         if out is not None:
             return out
+    values = [num.f(v) for v in values]
     if num.strict:
         raise UnsupportedOpError(f"einsum {equation!r} is not a two-operand matmul pattern; fp16-strict cannot "
                                  f"order its sums ({node.where()})")
-    # Any other equation: numpy's einsum in float32, size-1 dims broadcast explicitly.
+    # Any other equation (MIL itself only defines the matmul-like ones): numpy's einsum in float32.
     return np.einsum(equation, *values, optimize=True)
 
 
@@ -1023,10 +1155,11 @@ def op_conv(node, args, num):
         bias = num.f(args["bias"])
     cin_g = cin // groups
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in strides) and all(p == (0, 0) for p in pads)
+    fused = node.output_dtypes[0] == np.float16 and (bias is None or groups == 1)
     if pointwise:
-        # 1x1 conv: (Cout/G x Cin/G) @ (Cin/G x positions) per group, one BLAS call per group and batch item
-        xg = num.f(x.reshape(n, groups, cin_g, -1))
-        cols = xg  # (N, G, Cin/G, P)
+        # 1x1 conv: (Cout/G x Cin/G) @ (Cin/G x positions) per group and batch item
+        cols = x.reshape(n, groups, cin_g, -1)  # (N, G, Cin/G, P)
+        cols = cols if fused else num.f(cols)
     else:
         xp = num.f(x)
         if any(a or b for a, b in pads):
@@ -1041,6 +1174,9 @@ def op_conv(node, args, num):
             windows.append(xp[tuple(index)])  # (N, Cin, *out)
         cols = np.stack(windows, axis=2)  # (N, Cin, prod(K), *out)
         cols = cols.reshape(n, groups, cin_g * len(windows), -1)  # (N, G, Cin/G*prod(K), P)
+    if fused:  # conv + bias, rounded once
+        out = num.matmul_fp16(w[None], cols, row_bias=bias)  # (N, G, Cout/G, P)
+        return out.reshape((n, cout) + tuple(out_sp))
     out = num.matmul(w[None], cols)  # (N, G, Cout/G, P)
     out = out.reshape((n, cout) + tuple(out_sp))
     if bias is not None:

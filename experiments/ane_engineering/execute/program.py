@@ -9,7 +9,9 @@ The loader rebuilds every op through PyMIL's builder, so each op carries all of 
 (fp16 weights are the stored fp16 values; palettized indices are unpacked to uint8 by PyMIL). Nothing here is
 re-derived from torch weights.
 
-`LoadedProgram` exposes the function's input and output names, static shapes and numpy dtypes.
+`LoadedProgram` exposes the function's input and output names, shapes and numpy dtypes. Our BC1S exports have
+fixed shapes; an input with enumerated shapes (the original-layout baseline export) keeps None for its flexible
+dims and lists the shapes it accepts.
 """
 
 from __future__ import annotations
@@ -30,12 +32,26 @@ class ProgramLoadError(ValueError):
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | None, ...]  # None for a flexible (symbolic) dimension
     dtype: np.dtype  # numpy storage dtype (np.float16 for our FP16 exports)
     mil_dtype: str  # MIL type name, e.g. "fp16", "fp32", "int32"
+    enumerated: tuple[tuple[int, ...], ...] = ()  # the shapes an enumerated-shape input accepts (from the spec)
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    def accepts(self, shape: tuple[int, ...]) -> bool:
+        shape = tuple(int(d) for d in shape)
+        if self.enumerated:
+            return shape in self.enumerated
+        return len(shape) == len(self.shape) and all(w is None or w == d for w, d in zip(self.shape, shape))
 
     def describe(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.mil_dtype}
+        out = {"name": self.name, "shape": [("?" if d is None else d) for d in self.shape], "dtype": self.mil_dtype}
+        if self.enumerated:
+            out["enumerated_shapes"] = [list(s) for s in self.enumerated]
+        return out
 
 
 @dataclass
@@ -115,11 +131,20 @@ def static_shape(var) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
-def _tensor_info(var) -> TensorInfo:
-    shape = static_shape(var)
-    if shape is None:
-        raise ProgramLoadError(f"tensor {var.name!r} has a symbolic shape {var.shape}; only fixed shapes are supported")
-    return TensorInfo(var.name, shape, numpy_dtype(var.dtype), mil_dtype_name(var.dtype))
+def _tensor_info(var, feature=None) -> TensorInfo:
+    """Static dims as ints, symbolic dims as None; an input's enumerated shapes come from its spec feature."""
+    from coremltools.converters.mil.mil import types
+
+    shape = tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in var.shape) \
+        if types.is_tensor(var.sym_type) else ()
+    enumerated: tuple = ()
+    if feature is not None and feature.type.WhichOneof("Type") == "multiArrayType":
+        array = feature.type.multiArrayType
+        if array.WhichOneof("ShapeFlexibility") == "enumeratedShapes":
+            enumerated = tuple(tuple(int(d) for d in e.shape) for e in array.enumeratedShapes.shapes)
+        elif array.WhichOneof("ShapeFlexibility") == "shapeRange" and all(d is not None for d in shape):
+            raise ProgramLoadError(f"input {var.name!r} has a shape range; only fixed or enumerated shapes are supported")
+    return TensorInfo(var.name, shape, numpy_dtype(var.dtype), mil_dtype_name(var.dtype), enumerated)
 
 
 @contextlib.contextmanager
@@ -157,7 +182,8 @@ def load_program(package_path: str | Path, function_name: str = "main") -> Loade
     if function_name not in program.functions:
         raise ProgramLoadError(f"{path} has no function {function_name!r} (functions: {sorted(program.functions)})")
     function = program.functions[function_name]
-    inputs = [_tensor_info(var) for var in function.inputs.values()]
+    features = {f.name: f for f in spec.description.input}
+    inputs = [_tensor_info(var, features.get(name)) for name, var in function.inputs.items()]
     outputs = [_tensor_info(var) for var in function.outputs]
     return LoadedProgram(
         path=path,
