@@ -16,8 +16,10 @@ class Conv1x1(nn.Module):
         super().__init__()
         if weight.dim() != 2:
             raise ValueError(f"dense weight must be (out, in), got {tuple(weight.shape)}")
-        self.weight = nn.Parameter(weight.detach().clone()[:, :, None, None], requires_grad=False)  # (out, in, 1, 1)
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)  # (out,)
+        # Views of the checkpoint's tensors, not copies: a full-size export holds one copy of the weights, not two.
+        # Nothing may modify them in place.
+        self.weight = nn.Parameter(weight.detach()[:, :, None, None], requires_grad=False)  # (out, in, 1, 1)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)  # (out,)
 
     @classmethod
     def from_rows(cls, tensors: dict, name: str, rows: slice | None = None) -> "Conv1x1":

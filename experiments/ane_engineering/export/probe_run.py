@@ -26,9 +26,17 @@ PROBE_NAME = "probe.json"
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    """Peak resident set size of this process so far. On Linux, VmHWM of /proc/self/status: unlike ru_maxrss it
+    is not inherited from the parent across fork and exec, so a child's figure is its own."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    return peak if sys.platform == "darwin" else peak * 1024  # KiB on Linux, bytes on macOS
 
 
 class Progress:
