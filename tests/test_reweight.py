@@ -68,6 +68,9 @@ def test_only_weight_bytes_change(reweighted):
 def test_reweighted_package_is_a_fresh_export_of_the_new_checkpoint(reweighted):
     _, _, new, fresh = reweighted
     assert package_content_hash(new / "model.mlpackage") == package_content_hash(fresh / "model.mlpackage")
+    # The manifest's hash (carried over from the parent for unchanged files) is the full recomputation.
+    recorded = json.loads((new / "manifest.json").read_text())["package"]["content_hash"]
+    assert recorded == package_content_hash(new / "model.mlpackage")
 
 
 def test_reweighted_outputs_through_mil_equal_a_fresh_export(reweighted):

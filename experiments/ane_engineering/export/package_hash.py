@@ -36,6 +36,11 @@ def canonical_program(path: Path) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
+def combine(files: dict[str, str]) -> str:
+    """The package hash from its per-file hashes (canonical JSON of the map)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def package_files(package: Path) -> list[Path]:
     return sorted(p for p in Path(package).rglob("*") if p.is_file())
 
@@ -55,6 +60,5 @@ def package_content_hash(package: Path) -> dict:
         else:
             data = path.read_bytes()
         files[relative] = hashlib.sha256(data).hexdigest()
-    total = hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    return {"sha256": total, "files": files,
+    return {"sha256": combine(files), "files": files,
             "covers": "every file; Manifest.json without item UUIDs; model.mlmodel as deterministic protobuf"}
