@@ -54,6 +54,13 @@ class SingleHeadAttention(nn.Module):
         self.v = rows(2, permute=False)
         self.out = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package
+        # Analysis only (evidence/fp16_range.py): called with the intermediate tensors of a forward pass.
+        # None while exporting, so the traced graph is unchanged.
+        self.observer = None
+
+    def _observe(self, kind: str, name: str, *tensors, **details) -> None:
+        if self.observer is not None and not torch.jit.is_tracing():
+            self.observer(kind, name, *tensors, **details)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
         d, half = self.head_dim, self.head_dim // 2
@@ -63,17 +70,28 @@ class SingleHeadAttention(nn.Module):
             q = q + low_rank_delta(x, *lora["q"]) if "q" in lora else q  # (1, C, 1, L)
             k = k + low_rank_delta(x, *lora["k"]) if "k" in lora else k  # (1, C, 1, L)
             v = v + low_rank_delta(x, *lora["v"]) if "v" in lora else v  # (1, C, 1, L)
+        self._observe("activation", "q", q)
+        self._observe("activation", "k", k)
+        self._observe("activation", "v", v)
         k = k.permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
         q1, q2 = self.rope.rotate_query(q[:, :all_half], q[:, all_half:])  # (1, H*D/2, 1, L) x2
         k1, k2 = self.rope.rotate_key(k[..., :all_half], k[..., all_half:])  # (1, L, 1, H*D/2) x2
+        self._observe("activation", "q_rope", q1, q2)
+        self._observe("activation", "k_rope", k1, k2, axis=1)
         # One split per tensor (a single MIL op with H outputs) instead of H slices.
         q1s, q2s = q1.split(half, dim=1), q2.split(half, dim=1)  # H x (1, D/2, 1, L)
         k1s, k2s = k1.split(half, dim=3), k2.split(half, dim=3)  # H x (1, L, 1, D/2)
         vs = v.split(d, dim=1)  # H x (1, D, 1, L)
         heads = []
         for h in range(self.num_heads):
-            scores = torch.einsum("bchq,bkhc->bkhq", q1s[h], k1s[h])  # (1, Lk, 1, Lq)
-            scores = scores + torch.einsum("bchq,bkhc->bkhq", q2s[h], k2s[h])  # (1, Lk, 1, Lq)
+            first = torch.einsum("bchq,bkhc->bkhq", q1s[h], k1s[h])  # (1, Lk, 1, Lq)
+            second = torch.einsum("bchq,bkhc->bkhq", q2s[h], k2s[h])  # (1, Lk, 1, Lq)
+            scores = first + second  # (1, Lk, 1, Lq)
+            self._observe("score_parts", "score_halves", (first, second), mask)
+            self._observe("scores", "scores", scores, mask)
             weights = (scores + mask).softmax(dim=1)  # (1, Lk, 1, Lq)
             heads.append(torch.einsum("bkhq,bchk->bchq", weights, vs[h]))  # (1, D, 1, Lq)
-        return self.out(torch.cat(heads, dim=1))  # (1, C, 1, L)
+            self._observe("activation", "heads", heads[-1])
+        concatenated = torch.cat(heads, dim=1)  # (1, C, 1, L)
+        self._observe("activation", "concat", concatenated)
+        return self.out(concatenated)  # (1, C, 1, L)
