@@ -519,9 +519,11 @@ def test_tiny_bc1s_body_has_no_violations():
     report = check_program(model._mil_program, model.get_spec())
     assert report["violations"] == 0, [f for f in report["findings"] if f["severity"] == "error"][:5]
     assert report["predicted_off_ane"] == [] and report["predicted_ane_fraction"] == 1.0
-    # The expected warning: mmBERT's exact erf GELU, once per GeGLU layer; nothing else.
-    assert set(report["findings_by_rule"]) == {"ANE-R25-exact-gelu"}
+    # The expected warnings: mmBERT's exact erf GELU, once per GeGLU layer, and the concat of the heads before Wo,
+    # once per attention layer (both Orion direct-ANE constraints, "warned" for Core ML); nothing else.
+    assert set(report["findings_by_rule"]) == {"ANE-R25-exact-gelu", "ANE-R26-concat"}
     assert report["findings_by_rule"]["ANE-R25-exact-gelu"] == report["ops"]["by_type"]["gelu"]
+    assert report["findings_by_rule"]["ANE-R26-concat"] == report["ops"]["by_type"]["concat"]
     assert set(report["ops"]["by_type"]) <= ANE_OP_ALLOWLIST
     assert require_ane_gate(report, set()) == (True, [])
 

@@ -51,7 +51,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from ..placement.rules import is_const_like  # const and constexpr_* ops: no device runs them
+from ..placement.rules import is_const_like, iter_operations  # constants: no device runs them
 
 CHIPS_PATH = Path(__file__).resolve().parent / "chips.json"
 FORMAT = "ane-engineering/cost-model/1"
@@ -344,14 +344,6 @@ def op_cost(op, length: int | None = None) -> dict | None:
 # --------------------------------------------------------------------------------------------------------------
 # Whole programs.
 
-def _operations(block):
-    operations = block.functions["main"].operations if hasattr(block, "functions") else block.operations
-    for op in operations:
-        yield op
-        for inner in getattr(op, "blocks", []) or []:
-            yield from _operations(inner)
-
-
 def _is_lxl_shape(shape, length) -> bool:
     return sum(1 for d in shape if d == length) >= 2
 
@@ -395,7 +387,7 @@ def program_cost(program, length: int | None = None, per_op: bool = False) -> di
     by_category = {name: _empty_bucket() for name in CATEGORIES}
     by_op_type: dict[str, dict] = defaultdict(_empty_bucket)
     unmodelled: set[str] = set()
-    ops = [op for op in _operations(program) if not is_const_like(op.op_type)]
+    ops = [op for op in iter_operations(program) if not is_const_like(op.op_type)]
     index_of = {id(op): i for i, op in enumerate(ops)}
     for op in ops:
         record = op_cost(op, length)

@@ -54,16 +54,9 @@ class Progress:
         self.started = now
 
 
-def iter_operations(block):
-    """Every operation of a PyMIL program (or block), nested blocks included, in program order."""
-    operations = block.functions["main"].operations if hasattr(block, "functions") else block.operations
-    for op in operations:
-        yield op
-        for inner in getattr(op, "blocks", []) or []:
-            yield from iter_operations(inner)
-
-
 def mil_op_counts(program) -> dict:
+    from ..placement.rules import iter_operations
+
     counts = Counter(op.op_type for op in iter_operations(program))
     constants = sum(n for op_type, n in counts.items() if op_type == "const" or op_type.startswith("constexpr_"))
     return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants, "constant": constants}

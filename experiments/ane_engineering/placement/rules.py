@@ -182,8 +182,10 @@ class Rule:
 # What the checks see.
 # ----------------------------------------------------------------------------------------------------------------
 def iter_operations(block) -> Iterator[Any]:
-    """Every op of a PyMIL block in program order, descending into nested blocks (cond, while_loop)."""
-    for op in block.operations:
+    """Every op of a PyMIL program (its main function) or block in program order, descending into nested blocks
+    (cond, while_loop). The one walker every module that reads MIL programs uses."""
+    operations = block.functions["main"].operations if hasattr(block, "functions") else block.operations
+    for op in operations:
         yield op
         for inner in getattr(op, "blocks", None) or ():
             yield from iter_operations(inner)
