@@ -94,6 +94,7 @@ def main(argv=None) -> int:
     finally:
         scratch.unlink(missing_ok=True)
     alone = json.loads(child.stdout.strip().splitlines()[-1])
+    alone["peak_rss_gb"] = round(alone["peak_rss_bytes"] / 1e9, 2)
     evidence = {
         "format": "ane-engineering/evidence/mil-executor/1",
         "benchmark": "mil executor vs BC1S torch FP32 forward, alternating in one process; executor RSS alone",

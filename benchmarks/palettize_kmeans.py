@@ -42,7 +42,8 @@ def palettize(parent: Path, output: Path, bits: int, implementation: str, worker
         raise RuntimeError(f"palettize {implementation} W{bits} failed: {result.stderr[-2000:]}")
     report = json.loads((output / "palettize.json").read_text())
     return {"implementation": implementation, "bits": bits, "wall_seconds": wall, "palettize_seconds": report["seconds"],
-            "peak_rss_bytes": report["peak_rss_bytes"], "package_bytes": report["package_bytes"],
+            "peak_rss_bytes": report["peak_rss_bytes"], "peak_rss_gib": round(report["peak_rss_bytes"] / 2**30, 2),
+            "package_bytes": report["package_bytes"],
             "package_sha256": report["package_sha256"], "stats": report["stats"]}
 
 

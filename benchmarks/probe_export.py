@@ -41,6 +41,7 @@ def export(source: str, length: int, scratch: Path) -> dict:
         "save_seconds": report["export"]["save_seconds"],
         "probe_wall_seconds": wall,
         "peak_rss_bytes": report["export"]["peak_rss_bytes"],
+        "peak_rss_gib": round(report["export"]["peak_rss_bytes"] / 2**30, 2),
         "peak_rss_bytes_before_convert": report["export"]["peak_rss_bytes_before_convert"],
         "non_constant_ops": report["mil_ops"]["non_constant"],
         "static_violations": report["placement"]["static"]["violations"],

@@ -92,3 +92,19 @@ def test_a_hand_typed_number_is_caught(evidence_dir):
     report = render_directory(evidence_dir) + "\nThe body runs in 1234.567 ms.\n"
     evidence = [p for p in evidence_dir.rglob("*.json") if not any(part.endswith(".mlpackage") for part in p.parts)]
     assert unmatched_numbers(report, evidence) == ["1234.567"]
+
+
+def test_the_committed_report_is_rendered_from_committed_evidence():
+    """ANE_BENCHMARKS.md is exactly what the renderer makes of benchmarks/evidence/, and every number in it is a
+    field of those files (no hand-typed figures)."""
+    from pathlib import Path
+
+    from experiments.ane_engineering.evidence.render import render_repository
+
+    repo = Path(__file__).resolve().parent.parent
+    rendered = render_repository(repo)
+    assert (repo / "ANE_BENCHMARKS.md").read_text(encoding="utf-8") == rendered, \
+        "ANE_BENCHMARKS.md is stale: run python -m experiments.ane_engineering.evidence.render"
+    evidence = sorted((repo / "benchmarks" / "evidence").rglob("*.json"))
+    assert evidence and len(printed_numbers(rendered)) > 100
+    assert unmatched_numbers(rendered, evidence) == []
