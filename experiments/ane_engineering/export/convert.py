@@ -94,6 +94,36 @@ def _input_types(ct, spec: ExportSpec) -> list:
     return types
 
 
+# BC1S graphs are traced at this short length and then given the bucket's length-dependent constants (the RoPE
+# tables, the only buffers whose shape depends on the length; weights do not). torch.jit.trace runs the forward
+# pass, and at L1024 that forward (dense 1024 x 1024 attention in FP32) was a quarter of the conversion time; the
+# traced graph itself is length-agnostic (shapes come from the declared inputs). The package is byte-identical to
+# tracing at full length: tests/test_export_pipeline.py compares the two.
+TRACE_LENGTH = 16
+
+
+def trace(spec: ExportSpec, short: bool = True):
+    """TorchScript of the spec's module: traced at TRACE_LENGTH with the full-length buffers swapped in (BC1S
+    kinds), or traced at full length."""
+    if not short or spec.rebuild is None or spec.length <= TRACE_LENGTH:
+        with torch.no_grad():
+            return torch.jit.trace(spec.module, spec.example_inputs(), check_trace=False)
+    short_module = spec.rebuild(TRACE_LENGTH).eval()
+    examples = tuple(torch.zeros(tuple(TRACE_LENGTH if d == spec.length else d for d in x.shape), dtype=x.dtype)
+                     for x in spec.example_inputs())
+    with torch.no_grad():
+        traced = torch.jit.trace(short_module, examples, check_trace=False)
+    full = dict(spec.module.named_modules(remove_duplicate=False))
+    swapped = 0
+    for path, module in traced.named_modules(remove_duplicate=False):
+        for name, _ in list(module.named_buffers(recurse=False)):
+            setattr(module, name, getattr(full[path], name))
+            swapped += 1
+    if not swapped:
+        raise RuntimeError("short tracing found no buffers to give the full length; trace at full length instead")
+    return traced
+
+
 def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
     """The lean pipeline for BC1S kinds; coremltools' default for the baseline (its graph needs the rest)."""
     if spec.kind == "baseline" or not lean:
@@ -101,13 +131,12 @@ def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
     return ct.PassPipeline(pass_names=list(LEAN_BC1S_PASSES), pipeline_name="ane-engineering-lean-bc1s")
 
 
-def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram"):
+def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", short_trace: bool = True):
     """Return the converted ct.models.MLModel (not loaded: prediction is macOS-only), or with
     convert_to="milinternal" the PyMIL program."""
     ct = import_coremltools()
     install_numpy2_scalar_cast_workaround()
-    with torch.no_grad():
-        traced = torch.jit.trace(spec.module, spec.example_inputs(), check_trace=False)
+    traced = trace(spec, short_trace)
     outputs = [ct.TensorType(name=c.name, dtype=np.float16) for c in spec.outputs]
     with quiet_coremltools():
         return ct.convert(

@@ -9,6 +9,7 @@ a poor ANE target.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ class ExportSpec:
     enumerated_lengths: tuple[int, ...] = ()  # baseline only: the sequence lengths its flexible input accepts
     notes: list[str] = field(default_factory=list)
     lora: LoraSpec | None = None
+    rebuild: Callable[[int], nn.Module] | None = None  # the same module for another length (convert.py traces short)
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
@@ -110,7 +112,9 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
     inputs = [_bc1s_contract(name, c, length) for name in module.input_names() if not name.startswith("lora_")]
     if lora is not None:
         inputs += _lora_contracts(module.encoder if kind == "body" else module, lora)
-    return ExportSpec(kind, length, module, inputs, [out], lora=lora)
+    spec = ExportSpec(kind, length, module, inputs, [out], lora=lora)
+    spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora).module
+    return spec
 
 
 class BaselineDecision(nn.Module):
