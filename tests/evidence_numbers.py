@@ -23,12 +23,16 @@ def printed_numbers(markdown: str) -> list[str]:
 
 
 def evidence_values(paths: list[Path]) -> list[float]:
+    """Every number of the evidence files: numeric fields, and numbers quoted inside text fields (a citation
+    such as "macOS 27.2" is printed from the evidence too)."""
     values: list[float] = []
 
     def walk(node):
         if isinstance(node, bool):
             return
-        if isinstance(node, (int, float)):
+        if isinstance(node, str):
+            values.extend(float(token) for token in NUMBER.findall(node))
+        elif isinstance(node, (int, float)):
             if math.isfinite(node):
                 values.append(float(node))
         elif isinstance(node, dict):
