@@ -174,3 +174,26 @@ def test_malformed_questions_are_refused():
         Question("q", "choice", "text", ("a",))
     with pytest.raises(QuestionError, match="one rubric point per option"):
         Question("q", "score", "text", ("a", "b"), (1.0,))
+
+
+def test_mil_backend_runs_an_encoder_package_like_the_reference(tiny, tiny_packages, tmp_path):
+    """encode --backend mil --package DIR: the FP16 package agrees with the FP32 reference within FP16 error,
+    and a body package (wrong kind) is refused."""
+    import numpy as np
+
+    from experiments.ane_engineering import encode
+    from experiments.ane_engineering.cli import run_main
+
+    package, _ = tiny_packages.get("encoder", 96)
+    ids = ",".join(str(i) for i in [1, 40, 77, 105, 120, 9, 33, 2])
+    assert encode.main(["--ids", ids, "--backend", "mil", "--package", str(package),
+                        "--output", str(tmp_path / "mil.npy")]) == 0
+    assert encode.main(["--ids", ids, "--output", str(tmp_path / "ref.npy")]) == 0
+    mil, reference = np.load(tmp_path / "mil.npy"), np.load(tmp_path / "ref.npy")
+    assert mil.shape == reference.shape == (8, tiny.config.encoder.hidden_size)
+    # final-norm outputs are O(1): FP16 storage through 6 layers stays within a few hundredths, a wrong op does not
+    assert 0 < np.abs(mil - reference).max() < 0.05
+    body, _ = tiny_packages.get("body", 96)
+    assert run_main(encode.main, ["--ids", ids, "--backend", "mil", "--package", str(body),
+                                  "--output", str(tmp_path / "x.npy")]) == 2
+    assert run_main(encode.main, ["--ids", ids, "--backend", "mil", "--output", str(tmp_path / "y.npy")]) == 2

@@ -1,13 +1,17 @@
 """`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a conversion.
 
 Writes a float32 .npy of shape (tokens, hidden) for the valid tokens only. Backends: `reference` (the original
-B x L x C FP32 model, no padding) and `bc1s` (the BC1S export model in FP32 at a bucket length, with padding).
+B x L x C FP32 model, no padding), `bc1s` (the BC1S export model in FP32 at a bucket length, with padding), and
+`mil` / `coreml` (an exported `encoder`-kind package given with --package, run by the project's FP16 MIL executor
+or by Core ML on macOS; the host prepares its inputs from the ids exactly as the runtime does). Compare the outputs
+of several backends, or with transformers' ModernBertModel, on your own checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -16,7 +20,7 @@ from .buckets import BUCKET_LENGTHS, smallest_bucket
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
 
-BACKENDS = ("reference", "bc1s")
+BACKENDS = ("reference", "bc1s", "mil", "coreml")
 
 
 def parse_ids(text: str) -> list[int]:
@@ -37,13 +41,38 @@ def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
     return tokenizer.encode(text).ids
 
 
-def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None) -> np.ndarray:
+def encode_package(checkpoint, input_ids: list[int], backend: str, package) -> np.ndarray:
+    """Run an encoder-kind package: verify its manifest against the source, prepare inputs, one backend call."""
+    from .decision.device_inputs import DeviceInputError, encoder_inputs
+    from .execute.backends import choose_backend
+    from .runtime import PackageError, verify_package
+
+    if package is None:
+        raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")
+    try:
+        manifest = verify_package(package, checkpoint, kind="encoder")
+    except PackageError as error:
+        raise UsageError(str(error)) from error
+    length = manifest["length"]
+    try:
+        inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length)
+    except DeviceInputError as error:
+        raise UsageError(str(error)) from error
+    runner = choose_backend(backend)
+    runner.load(package / manifest["package"]["path"])
+    hidden = runner.predict({k: v.astype(np.float16) for k, v in inputs.items()})["hidden_states"]  # (1, C, 1, L)
+    return np.asarray(hidden, dtype=np.float32)[0, :, 0, :len(input_ids)].T.copy()  # (n, C)
+
+
+def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None, package=None) -> np.ndarray:
     """(tokens, hidden) float32 final hidden states of the valid tokens."""
     from .decision.device_inputs import encoder_inputs
 
     enc = checkpoint.config.encoder
     if any(not 0 <= t < enc.vocab_size for t in input_ids):
         raise UsageError(f"token ids must be in [0, {enc.vocab_size})")
+    if backend in ("mil", "coreml"):
+        return encode_package(checkpoint, input_ids, backend, package)
     n = len(input_ids)
     with torch.no_grad():
         if backend == "reference":
@@ -73,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--ids", help="comma-separated token ids, e.g. 1,72,105,2")
     parser.add_argument("--backend", choices=BACKENDS, default="reference", help="what computes the hidden states")
     parser.add_argument("--length", type=int, help="bucket length for bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
+    parser.add_argument("--package", type=Path, help="encoder-kind probe output for --backend mil|coreml")
     parser.add_argument("--output", required=True, help="new .npy file (refused if it exists)")
     return parser
 
@@ -81,7 +111,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     refuse_existing(args.output)
     checkpoint = load_checkpoint(args.source)
-    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length)
+    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length, args.package)
     with atomic_file(args.output) as temporary:
         with open(temporary, "wb") as handle:
             np.save(handle, hidden.astype(np.float32))

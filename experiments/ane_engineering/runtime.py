@@ -53,12 +53,13 @@ def verify_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body"
     if manifest.get("model_config") != json.loads(json.dumps(asdict(checkpoint.config))):
         raise PackageError(f"{package_dir}: model dimensions in the manifest do not match {checkpoint.source}")
     length, hidden = manifest.get("length"), checkpoint.config.encoder.hidden_size
-    expected = {"embeddings": [1, hidden, 1, length], "global_mask": [1, length, 1, length],
-                "type_vectors": [1, hidden, 1, length], "marker_selector": [1, length, 1, MARKER_SLOTS]}
+    expected = {"embeddings": [1, hidden, 1, length], "global_mask": [1, length, 1, length]}
+    if kind == "body":
+        expected.update(type_vectors=[1, hidden, 1, length], marker_selector=[1, length, 1, MARKER_SLOTS])
     if "sliding_attention" in checkpoint.config.encoder.layer_types:
         expected["local_mask"] = [1, length, 1, length]
     if manifest.get("lora"):
-        layers = checkpoint.config.encoder.num_hidden_layers + checkpoint.config.head.num_layers
+        layers = checkpoint.config.encoder.num_hidden_layers + (checkpoint.config.head.num_layers if kind == "body" else 0)
         stacked = layers * manifest["lora"]["rank"]
         for target in manifest["lora"]["targets"]:
             expected[f"lora_{target}_A"] = [1, stacked, 1, hidden]
