@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .checkpoint import DEFAULT_SOURCE, SOURCE_HELP
+from .export.staging import ordinary_permissions
 
 
 class UsageError(Exception):
@@ -37,9 +38,7 @@ def atomic_file(path: Path):
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
     temporary = Path(temporary)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the final file ordinary permissions
+    ordinary_permissions(temporary, 0o666)
     try:
         yield temporary
         if path.exists():

@@ -19,7 +19,7 @@ from .export.staging import refuse_existing_dir, staged_directory
 from .palettize.candidate import BITS, MODES
 from .palettize.sweep_report import markdown_table, plot
 from .palettize.sweep_run import run_sweep
-from .validation.golden import COMMITTED_TINY_GOLDEN
+from .validation.golden import golden_path_for
 
 
 def _ints(text: str) -> list[int]:
@@ -56,11 +56,7 @@ def main(argv=None) -> int:
         raise UsageError(f"bits must be from {BITS}, modes from {MODES}, group sizes positive")
     if args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
-    golden = args.golden
-    if golden is None:
-        if args.source != "builtin:tiny":
-            raise UsageError("--golden is required for sources other than builtin:tiny")
-        golden = COMMITTED_TINY_GOLDEN
+    golden = golden_path_for(args.source, args.golden)
     with staged_directory(args.output) as staging:
         sweep = run_sweep(args.package.resolve(), staging, args.source, golden.resolve(), bits, modes, group_sizes,
                           args.jobs, args.backend, args.repeats, args.implementation)

@@ -20,7 +20,7 @@ from . import gates
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
 from .execute.backends import BACKEND_CHOICES
-from .validation.golden import COMMITTED_TINY_GOLDEN, load_golden
+from .validation.golden import golden_path_for, load_golden
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,13 +51,7 @@ def main(argv=None) -> int:
     if args.repeats < 0:
         raise UsageError("--repeats must be >= 0")
     checkpoint = load_checkpoint(args.source)
-    golden_path = args.golden
-    if golden_path is None:
-        if args.adapter is not None:
-            raise UsageError("--golden is required with --adapter (make it with: golden --adapter FILE)")
-        if args.source != "builtin:tiny":
-            raise UsageError("--golden is required for sources other than builtin:tiny (make one with the golden command)")
-        golden_path = COMMITTED_TINY_GOLDEN
+    golden_path = golden_path_for(args.source, args.golden, args.adapter)
     reference = checkpoint
     if args.adapter is not None:
         from .decision.adapter import load_adapter, merge

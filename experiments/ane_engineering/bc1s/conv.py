@@ -29,11 +29,5 @@ class Conv1x1(nn.Module):
             weight, bias = weight[rows], None if bias is None else bias[rows]
         return cls(weight, bias)
 
-    @classmethod
-    def from_columns(cls, tensors: dict, name: str, columns: slice, with_bias: bool) -> "Conv1x1":
-        """A block of input columns, e.g. one head's slice of Wo; the bias goes to one block only."""
-        bias = tensors.get(f"{name}.bias") if with_bias else None
-        return cls(tensors[f"{name}.weight"][:, columns], bias)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.conv2d(x, self.weight, self.bias)  # (B, out, 1, S)

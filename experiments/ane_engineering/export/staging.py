@@ -18,6 +18,13 @@ class OutputExistsError(FileExistsError):
     pass
 
 
+def ordinary_permissions(path: Path, mode: int) -> None:
+    """mkstemp/mkdtemp create private (0600/0700) entries; give an output what the user's umask would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
 def refuse_existing_dir(output: Path) -> Path:
     output = Path(output)
     if output.exists():
@@ -32,9 +39,7 @@ def staged_directory(output: Path):
     """Yield a fresh staging directory next to `output`; rename it to `output` when the block succeeds."""
     output = refuse_existing_dir(output)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp creates 0700; the output gets ordinary permissions
+    ordinary_permissions(staging, 0o777)
     try:
         yield staging
         try:

@@ -15,6 +15,7 @@ from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..export.convert import quiet_coremltools
 from ..export.manifest import PACKAGE_NAME, read_manifest, write_manifest
 from ..export.package_hash import package_content_hash
+from ..export.probe_run import peak_rss_bytes
 from ..export.staging import staged_directory
 
 MODES = ("uniform", "kmeans")
@@ -26,12 +27,6 @@ REPORT_NAME = "palettize.json"
 
 class PalettizeError(ValueError):
     pass
-
-
-def _peak_rss_bytes() -> int:
-    from ..export.probe_run import peak_rss_bytes
-
-    return peak_rss_bytes()
 
 
 def package_bytes(package: Path) -> int:
@@ -102,7 +97,7 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
             "compression": compression,
             "seconds": seconds,
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))},
-            "peak_rss_bytes": _peak_rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
             "parent_bytes": package_bytes(Path(parent_dir) / parent["package"]["path"]),
             "package_bytes": package_bytes(staging / PACKAGE_NAME),
             "package_sha256": content_hash["sha256"],

@@ -28,6 +28,19 @@ class GoldenError(ValueError):
     """A golden file that cannot be trusted for this comparison."""
 
 
+def golden_path_for(source: str, golden: Path | None, adapter: Path | None = None) -> Path:
+    """The golden file to compare against: the one given, else the committed builtin:tiny golden -- which stands
+    only for builtin:tiny without an adapter."""
+    if golden is not None:
+        return golden
+    if adapter is not None:
+        raise GoldenError("--golden is required with --adapter (make it with: golden --adapter FILE)")
+    if source != "builtin:tiny":
+        raise GoldenError(f"--golden is required for source {source!r} (make one with the golden command); the "
+                          "committed golden is builtin:tiny's")
+    return COMMITTED_TINY_GOLDEN
+
+
 def reference_decisions(checkpoint: Checkpoint, questions, progress=None) -> list[dict]:
     """Run the FP32 reference (explicit attention, no padding) and finish each question on the host."""
     checkpoint.require_head("golden outputs")
