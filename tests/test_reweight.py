@@ -125,3 +125,25 @@ def test_a_blob_that_matches_no_tensor_is_refused(tiny_packages, tiny, tmp_path)
     values.pop("encoder_layers_0_attn_q_weight")
     with pytest.raises(library.ReweightError, match="encoder_layers_0_attn_q_weight_to_fp16"):
         library.plan_blobs(parent / "model.mlpackage", values)
+
+
+@pytest.mark.parametrize("target", ["weight.bin", "model.mlmodel"])
+def test_a_modified_parent_is_refused_before_anything_is_published(tiny_packages, tiny, tmp_path, capsys, target):
+    """Even a flipped byte inside a blob that reweight would overwrite is refused: the parent's hash is checked
+    whole (in a thread beside the write), and the cause is named before any later error."""
+    parent, _ = tiny_packages.get("body", 96)
+    copy = tmp_path / "parent"
+    shutil.copytree(parent, copy)
+    package = copy / "model.mlpackage"
+    path = weight_file(package) if target == "weight.bin" else program_file(package)
+    data = bytearray(path.read_bytes())
+    if target == "weight.bin":
+        _, _, size, data_offset = blob_layout(path)[-1]
+        data[data_offset + size // 2] ^= 0x01
+    else:
+        data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    source = fine_tuned(tiny, tmp_path / "ft")
+    status = run_main(reweight.main, ["--package", str(copy), "--source", str(source), "--output", str(tmp_path / "x")])
+    assert status == 2 and "modified package" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x.*"))

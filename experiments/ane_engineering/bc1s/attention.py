@@ -46,7 +46,7 @@ class SingleHeadAttention(nn.Module):
             w = weight[block * hidden:(block + 1) * hidden]
             b = None if bias is None else bias[block * hidden:(block + 1) * hidden]
             if permute:
-                w, b = w[order], None if b is None else b[order]
+                w, b = w.index_select(0, order), None if b is None else b.index_select(0, order)
             return Conv1x1(w * factor, None if b is None else b * factor)
 
         self.q = rows(0, permute=True, factor=scale)

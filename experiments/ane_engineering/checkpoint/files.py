@@ -23,12 +23,10 @@ PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 ACCEPTED_DTYPES = {torch.float32, torch.float16, torch.bfloat16}
 
 
-def sha256_file(path: Path, chunk: int = 1 << 24) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: Path) -> str:
+    """Streamed through one reused buffer (hashlib.file_digest): a GB checkpoint is never held whole."""
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def sha256_json(value) -> str:

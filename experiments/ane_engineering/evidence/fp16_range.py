@@ -610,12 +610,10 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
 
     from ..cli import atomic_file
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many small FP32 ops: one thread is several times faster on a shared 2-core machine
-    try:
+    from ..torch_threads import single_torch_thread
+
+    with single_torch_thread():  # many small FP32 ops: one thread is several times faster on a shared 2-core machine
         evidence = range_evidence(checkpoint, lengths)
-    finally:
-        torch.set_num_threads(threads)
     with atomic_file(path) as temporary:
         temporary.write_text(json.dumps(evidence, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     return evidence

@@ -245,16 +245,23 @@ def section_kmeans(repo: Path, found) -> list[str]:
 def section_reweight(repo: Path, found) -> list[str]:
     path, data = found
     warm = data["warm_in_one_process"]
+    swaps = ", ".join(f"{seconds:.3f}" for seconds in warm["reweight_seconds"])
     return ["### Delta weight update (reweight) against re-export", "",
             f"A same-architecture checkpoint into the L{data['parent']['length']} body. Evidence {_link(repo, path)}, "
             f"{_harness(data)}. Identical to a fresh export: **{data['identical_to_fresh_export']}** "
-            f"({data['blobs_rewritten']} blobs rewritten).", "",
+            f"({data['blobs_rewritten']} blobs rewritten); the in-process reweights identical to the in-process probe: "
+            f"**{warm['reweights_identical_to_probe']}**.", "",
             "| | re-export (s) | reweight (s) | speed-up |", "|---|---|---|---|",
             f"| fresh processes (commands) | {data['export_command_seconds']:.1f} | {data['reweight_command_seconds']:.2f} "
             f"| {data['speedup_commands']:.1f} |",
-            f"| one process, imports warm | {warm['convert_and_save_seconds']:.1f} | {sorted(warm['reweight_seconds'])[1]:.2f} "
-            f"| {warm['speedup_median']:.1f} |", "",
-            f"Goal: at least {data['goal']['speedup_min']:.0f}x.", ""]
+            f"| one process: convert + save | {warm['convert_and_save_seconds']:.1f} | "
+            f"{warm['reweight_median_seconds']:.3f} | {warm['speedup_vs_convert_and_save']:.1f} |",
+            f"| one process: whole probe | {warm['probe_seconds']:.1f} | {warm['reweight_median_seconds']:.3f} "
+            f"| {warm['speedup_vs_probe']:.1f} |", "",
+            f"In-process reweights (s): {swaps}; the median is used. Goal: at least {data['goal']['speedup_min']:.0f}x, "
+            f"judged on {data['goal']['judged_on']}: **{'met' if data['meets_goal'] else 'not met'}**. The commands' "
+            "ratio is bounded by what both pay: interpreter start, torch and coremltools imports, and the SHA256 of "
+            "the checkpoint.", ""]
 
 
 def section_full_range(repo: Path, found) -> list[str]:

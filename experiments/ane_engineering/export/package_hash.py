@@ -15,6 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from ..checkpoint.files import sha256_file
+
 MANIFEST = "Manifest.json"
 PROGRAM_SUFFIX = ".mlmodel"
 
@@ -28,11 +30,19 @@ def canonical_manifest(path: Path) -> bytes:
     return json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
 
 
+class DamagedPackageError(ValueError):
+    pass
+
+
 def canonical_program(path: Path) -> bytes:
     from coremltools.proto import Model_pb2
+    from google.protobuf.message import DecodeError
 
     model = Model_pb2.Model()
-    model.ParseFromString(path.read_bytes())
+    try:
+        model.ParseFromString(path.read_bytes())
+    except DecodeError as error:
+        raise DamagedPackageError(f"{path}: not a readable Core ML model ({error}); the package is damaged") from error
     return model.SerializeToString(deterministic=True)
 
 
@@ -54,11 +64,10 @@ def package_content_hash(package: Path) -> dict:
     for path in package_files(package):
         relative = path.relative_to(package).as_posix()
         if relative == MANIFEST:
-            data = canonical_manifest(path)
+            files[relative] = hashlib.sha256(canonical_manifest(path)).hexdigest()
         elif relative.endswith(PROGRAM_SUFFIX):
-            data = canonical_program(path)
+            files[relative] = hashlib.sha256(canonical_program(path)).hexdigest()
         else:
-            data = path.read_bytes()
-        files[relative] = hashlib.sha256(data).hexdigest()
+            files[relative] = sha256_file(path)
     return {"sha256": combine(files), "files": files,
             "covers": "every file; Manifest.json without item UUIDs; model.mlmodel as deterministic protobuf"}

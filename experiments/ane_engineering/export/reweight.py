@@ -11,24 +11,26 @@ stored inline in the program that would change, a changed architecture, or a pal
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from ..checkpoint import Checkpoint
 from ..evidence.provenance import harness_fingerprint, tool_versions
+from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, read_manifest, write_manifest
-from .package_hash import package_content_hash
+from .package_hash import DamagedPackageError, combine, package_content_hash
 from .staging import staged_directory
 
 BLOB_SENTINEL = 0xDEADBEEF
 FP16_DTYPE_CODE = 1  # MIL blob storage: 1 = float16
+FP16_BYTES = 2
 REPORT_NAME = "reweight.json"
 HOST_ONLY_HEAD_FIELDS = ("calibration", "output_decimals", "action_head")  # never inside the package
 
@@ -105,20 +107,20 @@ def _constants(package: Path) -> dict:
     return blobs, inline
 
 
-def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict[str, np.ndarray]:
-    """FP16 values of every parameter and buffer of the BC1S module the parent was traced from, keyed like
-    coremltools names their constants."""
+def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict:
+    """Every parameter and buffer of the BC1S module the parent was traced from (FP32 torch tensors, mostly views of
+    the checkpoint's), keyed like coremltools names their constants. Cast to FP16 only while writing."""
     kind, length = manifest["kind"], manifest["length"]
     if kind == "baseline":
         raise ReweightError("baseline packages are not BC1S exports; re-export them")
     spec = build_export_spec(checkpoint, kind, length, manifest.get("layer_index") or 0)
     named = dict(spec.module.named_parameters())
     named.update(dict(spec.module.named_buffers()))
-    return {name.replace(".", "_"): tensor.detach().numpy().astype(np.float16) for name, tensor in named.items()}
+    return {name.replace(".", "_"): tensor.detach() for name, tensor in named.items()}
 
 
-def plan_blobs(package: Path, values: dict[str, np.ndarray]) -> tuple[dict[int, bytes], dict]:
-    """{metadata offset: new bytes} for every weight blob, after checking names, shapes and inline constants."""
+def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
+    """{metadata offset: new tensor} for every weight blob, after checking names, shapes and inline constants."""
     blobs, inline = _constants(package)
     layout = {meta: (dtype, size, data_offset) for meta, dtype, size, data_offset in blob_layout(weight_file(package))}
     writes, matched, structural = {}, set(), 0
@@ -132,10 +134,11 @@ def plan_blobs(package: Path, values: dict[str, np.ndarray]) -> tuple[dict[int, 
                                 "exported by this harness's probe (or coremltools renamed it): re-export instead")
         value = values[key]
         dtype, size, _ = layout[meta]
-        if tuple(value.shape) != tuple(shape) or dtype != FP16_DTYPE_CODE or size != value.nbytes:
+        fp16_bytes = value.numel() * FP16_BYTES
+        if tuple(value.shape) != tuple(shape) or dtype != FP16_DTYPE_CODE or size != fp16_bytes:
             raise ReweightError(f"weight '{name}': package holds shape {list(shape)} dtype code {dtype} ({size} "
-                                f"bytes); the new checkpoint gives {list(value.shape)} float16 ({value.nbytes} bytes)")
-        writes[meta] = value.tobytes()
+                                f"bytes); the new checkpoint gives {list(value.shape)} float16 ({fp16_bytes} bytes)")
+        writes[meta] = value
         matched.add(key)
     for key in values:  # every model tensor must own a blob: inline or merged constants cannot be swapped
         if key in matched:
@@ -153,8 +156,6 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
     parent_dir = Path(parent_dir)
     parent = read_manifest(parent_dir)
     parent_package = parent_dir / parent["package"]["path"]
-    if package_content_hash(parent_package)["sha256"] != parent["package"]["content_hash"]["sha256"]:
-        raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
     if parent.get("compression"):
         c = parent["compression"]
         raise ReweightError(
@@ -164,49 +165,102 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
     differences = _differences(device_config(parent["model_config"]), device_config(asdict(checkpoint.config)))
     if differences:
         raise ReweightError("the new checkpoint's architecture differs from the package's: " + "; ".join(differences[:8]))
-    writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
-    with staged_directory(output) as staging:
-        package = staging / PACKAGE_NAME
-        shutil.copytree(parent_package, package)
-        with open(weight_file(package), "r+b") as handle:
-            layout = {meta: data_offset for meta, _, _, data_offset in blob_layout(weight_file(package))}
-            for meta, data in writes.items():
-                handle.seek(layout[meta])
-                handle.write(data)
-        identity = verify_identity(parent_package, package)
-        content_hash = updated_content_hash(parent["package"]["content_hash"], package)
-        manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
-                    "source": checkpoint.hashes, "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
-                    "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
-                    "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
-                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
-                               "package_sha256": parent["package"]["content_hash"]["sha256"],
-                               "source": parent["source"]}}
-        write_manifest(staging, manifest)
-        report = {"format": "ane-engineering/reweight/1", "seconds": time.perf_counter() - started, **counts,
-                  "identity": identity, "package_sha256": content_hash["sha256"], "source": checkpoint.hashes,
-                  "parent": manifest["parent"], "kind": parent["kind"], "length": parent["length"]}
-        if compiled is not None:
-            report["compiled"] = reweight_compiled(Path(compiled), package, staging / Path(compiled).name)
-        (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    # Hashing the parent (~0.15 s at full size) overlaps the FP16 cast and write: hashlib and torch release the GIL.
+    # Nothing is published before it agrees with the manifest, and a modified parent is named as the cause first.
+    # One torch thread: its spinning pool would otherwise compete with the hashing threads (0.45 s -> 0.3 s).
+    with single_torch_thread(), ThreadPoolExecutor(max_workers=1) as pool:
+        parent_hash = pool.submit(package_content_hash, parent_package)
+
+        def require_unmodified_parent() -> None:
+            try:
+                modified = parent_hash.result()["sha256"] != parent["package"]["content_hash"]["sha256"]
+            except DamagedPackageError as error:
+                raise ReweightError(f"{parent_dir}: modified package: {error}") from error
+            if modified:
+                raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
+
+        try:
+            writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
+            with staged_directory(output) as staging:
+                package = staging / PACKAGE_NAME
+                shutil.copytree(parent_package, package, ignore=_weight_file_only(parent_package))
+                weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)
+                require_unmodified_parent()
+                identity = verify_identity(parent_package, package)
+                content_hash = updated_content_hash(parent["package"]["content_hash"], package, weight_sha256)
+                manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
+                            "source": checkpoint.hashes,
+                            "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
+                            "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
+                            "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
+                            "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                                       "package_sha256": parent["package"]["content_hash"]["sha256"],
+                                       "source": parent["source"]}}
+                write_manifest(staging, manifest)
+                report = {"format": "ane-engineering/reweight/1", "seconds": time.perf_counter() - started,
+                          **counts, "identity": identity, "package_sha256": content_hash["sha256"],
+                          "source": checkpoint.hashes, "parent": manifest["parent"], "kind": parent["kind"],
+                          "length": parent["length"]}
+                if compiled is not None:
+                    report["compiled"] = reweight_compiled(Path(compiled), package, staging / Path(compiled).name)
+                (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        except Exception as error:
+            try:
+                require_unmodified_parent()
+            except ReweightError as modified:
+                raise modified from error
+            raise
     return report
 
 
-def updated_content_hash(parent_hash: dict, package: Path) -> dict:
-    """The package hash after only weight.bin changed: the other files were copied byte for byte (and the program
-    was verified identical), so their entries carry over; weight.bin is hashed anew. Same result as
-    package_content_hash (tests/test_reweight.py compares them)."""
-    import hashlib
+def _weight_file_only(parent_package: Path):
+    """copytree `ignore`: skip weight.bin (written anew), copy everything else byte for byte."""
+    target = weight_file(parent_package)
+    return lambda directory, names: [n for n in names if Path(directory) / n == target]
 
-    from .package_hash import combine
 
-    files = dict(parent_hash["files"])
-    relative = weight_file(package).relative_to(package).as_posix()
+HASH_RING = 3  # FP16 blob buffers in flight between the writer and the hashing thread
+
+
+def write_weight_file(parent: Path, output: Path, writes: dict) -> str:
+    """Write the new weight.bin in one sequential pass and return its SHA256. Every byte outside the rewritten blobs'
+    data (file header, blob headers, padding, structural blobs) is copied from the parent; each rewritten blob is
+    cast to FP16 (round to nearest even, as coremltools does) into one of a few reused buffers and written, while a
+    second thread hashes the same bytes in file order."""
+    import torch
+
+    largest = max((tensor.numel() for tensor in writes.values()), default=0)
+    ring = [torch.empty(largest, dtype=torch.float16) for _ in range(HASH_RING)]
+    hashed = [None] * HASH_RING  # the hash of the bytes last written from each buffer, pending or done
     digest = hashlib.sha256()
-    with open(weight_file(package), "rb") as handle:
-        while block := handle.read(1 << 24):
-            digest.update(block)
-    files[relative] = digest.hexdigest()
+    with ThreadPoolExecutor(max_workers=1) as hasher, open(parent, "rb") as source, open(output, "wb") as sink:
+        def emit(data):
+            sink.write(data)
+            return hasher.submit(digest.update, data)  # one worker: updates run in submission (file) order
+
+        position = 0
+        for index, (meta, _dtype, size, data_offset) in enumerate(m for m in blob_layout(parent) if m[0] in writes):
+            emit(source.read(data_offset - position))  # headers, padding and kept blobs since the last rewrite
+            slot = index % HASH_RING
+            if hashed[slot] is not None:
+                hashed[slot].result()  # never overwrite bytes that are still to be hashed
+            tensor = writes[meta]
+            buffer = ring[slot][: tensor.numel()].view(tensor.shape)
+            buffer.copy_(tensor)  # FP32 -> FP16 in one pass over any strides
+            hashed[slot] = emit(memoryview(buffer.numpy()).cast("B"))
+            source.seek(data_offset + size)
+            position = data_offset + size
+        while block := source.read(1 << 20):
+            emit(block)
+    return digest.hexdigest()
+
+
+def updated_content_hash(parent_hash: dict, package: Path, weight_sha256: str) -> dict:
+    """The package hash after only weight.bin changed: the other files were copied byte for byte (and the program
+    was verified identical), so their entries carry over; weight.bin's is the hash of the bytes written. Same result
+    as package_content_hash (tests/test_reweight.py compares them)."""
+    files = dict(parent_hash["files"])
+    files[weight_file(package).relative_to(package).as_posix()] = weight_sha256
     return {**parent_hash, "files": files, "sha256": combine(files)}
 
 
@@ -218,8 +272,6 @@ def verify_identity(parent_package: Path, package: Path) -> dict:
     old, new = blob_layout(weight_file(parent_package)), blob_layout(weight_file(package))
     if old != new or weight_file(parent_package).stat().st_size != weight_file(package).stat().st_size:
         raise ReweightError("the weight blob layout changed while reweighting")
-    import hashlib
-
     return {"program_sha256": hashlib.sha256(program_file(package).read_bytes()).hexdigest(),
             "blobs": len(new), "layout_identical": True, "program_identical": True}
 
