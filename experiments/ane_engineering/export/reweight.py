@@ -27,6 +27,7 @@ from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, read_manifest, write_manifest
 from .package_hash import DamagedPackageError, combine, package_content_hash
 from .staging import staged_directory
+from .streamed_file import StreamedFile
 
 BLOB_SENTINEL = 0xDEADBEEF
 FP16_DTYPE_CODE = 1  # MIL blob storage: 1 = float16
@@ -219,40 +220,21 @@ def _weight_file_only(parent_package: Path):
     return lambda directory, names: [n for n in names if Path(directory) / n == target]
 
 
-HASH_RING = 3  # FP16 blob buffers in flight between the writer and the hashing thread
-
-
 def write_weight_file(parent: Path, output: Path, writes: dict) -> str:
     """Write the new weight.bin in one sequential pass and return its SHA256. Every byte outside the rewritten blobs'
     data (file header, blob headers, padding, structural blobs) is copied from the parent; each rewritten blob is
-    cast to FP16 (round to nearest even, as coremltools does) into one of a few reused buffers and written, while a
-    second thread hashes the same bytes in file order."""
-    import torch
-
-    largest = max((tensor.numel() for tensor in writes.values()), default=0)
-    ring = [torch.empty(largest, dtype=torch.float16) for _ in range(HASH_RING)]
-    hashed = [None] * HASH_RING  # the hash of the bytes last written from each buffer, pending or done
-    digest = hashlib.sha256()
-    with ThreadPoolExecutor(max_workers=1) as hasher, open(parent, "rb") as source, open(output, "wb") as sink:
-        def emit(data):
-            sink.write(data)
-            return hasher.submit(digest.update, data)  # one worker: updates run in submission (file) order
-
+    cast to FP16 as it is appended (streamed_file.py: hashed and written by a second thread)."""
+    with open(parent, "rb") as source, StreamedFile(output) as sink:
         position = 0
-        for index, (meta, _dtype, size, data_offset) in enumerate(m for m in blob_layout(parent) if m[0] in writes):
-            emit(source.read(data_offset - position))  # headers, padding and kept blobs since the last rewrite
-            slot = index % HASH_RING
-            if hashed[slot] is not None:
-                hashed[slot].result()  # never overwrite bytes that are still to be hashed
-            tensor = writes[meta]
-            buffer = ring[slot][: tensor.numel()].view(tensor.shape)
-            buffer.copy_(tensor)  # FP32 -> FP16 in one pass over any strides
-            hashed[slot] = emit(memoryview(buffer.numpy()).cast("B"))
+        for meta, _dtype, size, data_offset in blob_layout(parent):
+            if meta not in writes:
+                continue  # kept blobs travel with the bytes copied up to the next rewritten one
+            sink.write_bytes(source.read(data_offset - position))  # headers, padding, kept blobs since the last
+            sink.write_fp16(writes[meta])
             source.seek(data_offset + size)
             position = data_offset + size
-        while block := source.read(1 << 20):
-            emit(block)
-    return digest.hexdigest()
+        sink.write_bytes(source.read())
+        return sink.finish()
 
 
 def updated_content_hash(parent_hash: dict, package: Path, weight_sha256: str) -> dict:
