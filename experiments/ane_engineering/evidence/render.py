@@ -259,7 +259,7 @@ def section_reweight(repo: Path, found) -> list[str]:
             f"| one process: whole probe | {warm['probe_seconds']:.1f} | {warm['reweight_median_seconds']:.3f} "
             f"| {warm['speedup_vs_probe']:.1f} |", "",
             f"In-process reweights (s): {swaps}; the median is used. Goal: at least {data['goal']['speedup_min']:.0f}x, "
-            f"judged on {data['goal']['judged_on']}: **{'met' if data['meets_goal'] else 'not met'}**. The commands' "
+            f"judged {data['goal']['judged_on']}: **{'met' if data['meets_goal'] else 'not met'}**. The commands' "
             "ratio is bounded by what both pay: interpreter start, torch and coremltools imports, and the SHA256 of "
             "the checkpoint.", ""]
 

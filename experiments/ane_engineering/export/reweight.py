@@ -2,11 +2,15 @@
 
 From direct ANE programming (Orion): when only weights change, keep the program and the weight names identical
 and swap the weight bytes instead of recompiling. Here: the MIL program (model.mlmodel) is copied byte for byte;
-each weight blob of weights/weight.bin is overwritten in place with the new checkpoint's FP16 values at the same
-offset, size and dtype. The values come from the same BC1S module the probe traces (so Q/K row order, folded
+weights/weight.bin is written anew in one streamed pass, with the parent's headers and layout and the new
+checkpoint's FP16 values at the same offset, size and dtype for every weight blob. The values come from the same BC1S module the probe traces (so Q/K row order, folded
 scales and layouts are produced by one piece of code); every blob is matched to a module tensor by the name
 coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
 stored inline in the program that would change, a changed architecture, or a palettized package is refused.
+
+Speed (the point of it; benchmarks/reweight_vs_export.py): the parent's hash is checked in a thread beside the
+write, the new file is hashed as it is written, and nothing is copied or read twice. Figures against a re-export:
+ANE_BENCHMARKS.md, from benchmarks/evidence/reweight_mmbert_base_shape.json.
 """
 
 from __future__ import annotations
