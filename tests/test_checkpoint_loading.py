@@ -112,6 +112,24 @@ def test_non_finite_tensor_is_refused_by_name(tmp_path):
         load_checkpoint(str(_write_with(tmp_path, edit=poison)))
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
+def test_infinite_tensor_is_refused_by_name(tmp_path, bad):
+    def poison(tensors):
+        tensors["layers.2.attn.Wo.weight"][3, 5] = bad
+
+    with pytest.raises(CheckpointError, match=r"tensor 'layers\.2\.attn\.Wo\.weight' contains NaN or Inf"):
+        load_checkpoint(str(_write_with(tmp_path, edit=poison)))
+
+
+def test_finite_values_whose_sum_overflows_are_accepted(tmp_path):
+    """The finiteness check sums first; an overflowing sum of finite values must fall back, not refuse."""
+    def huge(tensors):
+        tensors["final_norm.weight"][:4] = 3e38
+
+    checkpoint = load_checkpoint(str(_write_with(tmp_path, edit=huge)))
+    assert checkpoint.tensors["final_norm.weight"][:4].eq(3e38).all()
+
+
 def test_integer_tensor_is_refused_by_name(tmp_path):
     directory = _write_with(tmp_path, edit=lambda t: t.update({"final_norm.weight": torch.ones(64, dtype=torch.int32)}))
     with pytest.raises(CheckpointError, match=r"tensor 'final_norm\.weight' has dtype"):

@@ -91,6 +91,13 @@ def read_shapes(files: list[Path]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def all_finite(tensor: torch.Tensor) -> bool:
+    """Exact, and ~20x cheaper than an elementwise check for a clean checkpoint: NaN and Inf propagate through
+    addition, so a finite sum means every element is finite. Only a non-finite sum (a bad element, or finite values
+    whose sum overflows) is settled element by element."""
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
+
+
 def read_tensors(files: list[Path], mapping: dict[str, str]) -> dict[str, torch.Tensor]:
     """Load the mapped tensors as float32 under their canonical names."""
     tensors: dict[str, torch.Tensor] = {}
@@ -103,7 +110,7 @@ def read_tensors(files: list[Path], mapping: dict[str, str]) -> dict[str, torch.
                 if tensor.dtype not in ACCEPTED_DTYPES:
                     raise CheckpointError(f"tensor '{name}' has dtype {tensor.dtype}; expected float32, float16 or bfloat16")
                 tensor = tensor.to(torch.float32)
-                if not torch.isfinite(tensor).all():
+                if not all_finite(tensor):
                     raise CheckpointError(f"tensor '{name}' contains NaN or Inf")
                 tensors[mapping[name]] = tensor
     return tensors
