@@ -17,6 +17,7 @@ from pathlib import Path
 from .cli import UsageError, add_source_argument, run_main
 from .export.staging import refuse_existing_dir, staged_directory
 from .palettize.candidate import BITS, MODES
+from .palettize.fast_palettizer import IMPLEMENTATIONS
 from .palettize.sweep_report import markdown_table, plot
 from .palettize.sweep_run import run_sweep
 from .validation.golden import golden_path_for
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel candidates")
     parser.add_argument("--repeats", type=int, default=10, help="repeated calls per candidate (identical outputs)")
     parser.add_argument("--backend", default="mil", help="backend that runs the candidates (default mil)")
-    parser.add_argument("--implementation", default="auto", choices=("auto", "exact", "coremltools"),
+    parser.add_argument("--implementation", default="auto", choices=("auto",) + IMPLEMENTATIONS,
                         help="k-means implementation (auto: exact)")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
     return parser

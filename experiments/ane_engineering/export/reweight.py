@@ -3,9 +3,9 @@
 From direct ANE programming (Orion): when only weights change, keep the program and the weight names identical
 and swap the weight bytes instead of recompiling. Here: the MIL program (model.mlmodel) is copied byte for byte;
 weights/weight.bin is written anew in one streamed pass, with the parent's headers and layout and the new
-checkpoint's FP16 values at the same offset, size and dtype for every weight blob. The values come from the same BC1S module the probe traces (so Q/K row order, folded
-scales and layouts are produced by one piece of code); every blob is matched to a module tensor by the name
-coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
+checkpoint's FP16 values at the same offset, size and dtype for every weight blob. The values come from the same
+BC1S module the probe traces (so Q/K row order, folded scales and layouts are produced by one piece of code); every
+blob is matched to a module tensor by the name coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
 stored inline in the program that would change, a changed architecture, or a palettized package is refused.
 
 Speed (the point of it; benchmarks/reweight_vs_export.py): the parent's hash is checked in a thread beside the
@@ -175,46 +175,51 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
     # One torch thread: its spinning pool would otherwise compete with the hashing threads (0.45 s -> 0.3 s).
     with single_torch_thread(), ThreadPoolExecutor(max_workers=1) as pool:
         parent_hash = pool.submit(package_content_hash, parent_package)
-
-        def require_unmodified_parent() -> None:
-            try:
-                modified = parent_hash.result()["sha256"] != parent["package"]["content_hash"]["sha256"]
-            except DamagedPackageError as error:
-                raise ReweightError(f"{parent_dir}: modified package: {error}") from error
-            if modified:
-                raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
-
         try:
-            writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
-            with staged_directory(output) as staging:
-                package = staging / PACKAGE_NAME
-                shutil.copytree(parent_package, package, ignore=_weight_file_only(parent_package))
-                weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)
-                require_unmodified_parent()
-                identity = verify_identity(parent_package, package)
-                content_hash = updated_content_hash(parent["package"]["content_hash"], package, weight_sha256)
-                manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
-                            "source": checkpoint.hashes,
-                            "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
-                            "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
-                            "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
-                            "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
-                                       "package_sha256": parent["package"]["content_hash"]["sha256"],
-                                       "source": parent["source"]}}
-                write_manifest(staging, manifest)
-                report = {"format": "ane-engineering/reweight/1", "seconds": time.perf_counter() - started,
-                          **counts, "identity": identity, "package_sha256": content_hash["sha256"],
-                          "source": checkpoint.hashes, "parent": manifest["parent"], "kind": parent["kind"],
-                          "length": parent["length"]}
-                if compiled is not None:
-                    report["compiled"] = reweight_compiled(Path(compiled), package, staging / Path(compiled).name)
-                (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+            return _write_reweighted(parent_dir, parent, checkpoint, output, compiled, started, parent_hash)
         except Exception as error:
             try:
-                require_unmodified_parent()
+                _require_unmodified(parent_dir, parent, parent_hash)
             except ReweightError as modified:
                 raise modified from error
             raise
+
+
+def _require_unmodified(parent_dir: Path, parent: dict, parent_hash) -> None:
+    """Wait for the parent's content hash (a future) and refuse if it is not the one its manifest records."""
+    try:
+        modified = parent_hash.result()["sha256"] != parent["package"]["content_hash"]["sha256"]
+    except DamagedPackageError as error:
+        raise ReweightError(f"{parent_dir}: modified package: {error}") from error
+    if modified:
+        raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
+
+
+def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, output: Path, compiled: Path | None,
+                      started: float, parent_hash) -> dict:
+    parent_package = parent_dir / parent["package"]["path"]
+    writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
+    with staged_directory(output) as staging:
+        package = staging / PACKAGE_NAME
+        shutil.copytree(parent_package, package, ignore=_weight_file_only(parent_package))
+        weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)
+        _require_unmodified(parent_dir, parent, parent_hash)
+        identity = verify_identity(parent_package, package)
+        content_hash = updated_content_hash(parent["package"]["content_hash"], package, weight_sha256)
+        manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
+                    "source": checkpoint.hashes, "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
+                    "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
+                    "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
+                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                               "package_sha256": parent["package"]["content_hash"]["sha256"],
+                               "source": parent["source"]}}
+        write_manifest(staging, manifest)
+        report = {"format": "ane-engineering/reweight/1", "seconds": time.perf_counter() - started, **counts,
+                  "identity": identity, "package_sha256": content_hash["sha256"], "source": checkpoint.hashes,
+                  "parent": manifest["parent"], "kind": parent["kind"], "length": parent["length"]}
+        if compiled is not None:
+            report["compiled"] = reweight_compiled(Path(compiled), package, staging / Path(compiled).name)
+        (staging / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 

@@ -52,7 +52,7 @@ class StreamedFile:
         self.hasher = ThreadPoolExecutor(max_workers=1)  # one worker: chunks are hashed in file order
         self.writer = ThreadPoolExecutor(max_workers=1)
         self.digest = hashlib.sha256()
-        self.current, self.fill, self.size, self.sha256 = 0, 0, 0, None
+        self.current, self.fill, self.size = 0, 0, 0
 
     def __enter__(self) -> "StreamedFile":
         return self
@@ -92,8 +92,7 @@ class StreamedFile:
             for future in futures or ():
                 future.result()
         os.ftruncate(self.descriptor, self.size)
-        self.sha256 = self.digest.hexdigest()
-        return self.sha256
+        return self.digest.hexdigest()
 
     def _advance(self, count: int) -> None:
         self.fill += count
