@@ -77,13 +77,13 @@ def test_names_and_modes():
     assert choose_backend("mil-fp16-strict").mode == FP16_STRICT
     assert choose_backend("mil", mode=FP16_STRICT).mode == FP16_STRICT
     assert choose_backend("mil").mode == FP32_ACCUMULATE
-    with pytest.raises(ValueError, match="unknown backend"):
+    with pytest.raises(BackendError, match="unknown backend"):
         choose_backend("tpu")
-    with pytest.raises(ValueError, match="unknown mil mode"):
+    with pytest.raises(BackendError, match="unknown mil mode"):
         choose_backend("mil", mode="bf16")
-    with pytest.raises(ValueError):
+    with pytest.raises(BackendError):
         choose_backend("mil-fp16-strict", mode=FP32_ACCUMULATE)
-    with pytest.raises(ValueError):
+    with pytest.raises(BackendError):
         CoreMLBackend("GPU_ONLY")
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")

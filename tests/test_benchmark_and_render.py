@@ -9,7 +9,7 @@ import pytest
 
 from evidence_numbers import printed_numbers, unmatched_numbers
 from experiments.ane_engineering import benchmark
-from experiments.ane_engineering.benchmarking.timing import paired_calls, ratio_summary, summarize
+from experiments.ane_engineering.benchmarking.timing import TimingError, paired_calls, ratio_summary, summarize
 from experiments.ane_engineering.evidence.render import render_directory
 
 CALLS = 4
@@ -75,7 +75,7 @@ def test_paired_calls_interleave_in_abba_order():
     assert len(a) == len(b) == 4
     summary = ratio_summary([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])
     assert summary["raw"] == [2.0, 1.0, 0.5] and summary["p50"] == 1.0
-    with pytest.raises(ValueError):
+    with pytest.raises(TimingError):
         summarize([])
 
 

@@ -15,7 +15,7 @@ import torch
 
 from checkpoint_support import checkpoint_tensors, config_variant, small_config, write_checkpoint
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
-from experiments.ane_engineering.checkpoint.builtin import (BUILTINS, MIN_DECISION_MARGIN, build_builtin,
+from experiments.ane_engineering.checkpoint.builtin import (BUILTINS, MIN_DECISION_MARGIN, UnknownSourceError, build_builtin,
                                                             decision_margins)
 from experiments.ane_engineering.checkpoint.config import parse_config
 from experiments.ane_engineering.checkpoint.hub import HubSourceError, read_pins
@@ -388,7 +388,7 @@ def test_mmbert_base_shape_config_has_mmbert_dimensions():
 
 
 def test_unknown_builtin_is_refused():
-    with pytest.raises(ValueError, match=r"unknown built-in source 'builtin:huge'"):
+    with pytest.raises(UnknownSourceError, match=r"unknown built-in source 'builtin:huge'"):
         load_checkpoint("builtin:huge")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
+from experiments.ane_engineering.checkpoint import CheckpointError
 from experiments.ane_engineering.cli import UsageError
 from experiments.ane_engineering.decision.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
                                                             QuestionError, encode_question, load_questions)
@@ -67,7 +68,7 @@ def test_local_directory_with_tokenizer_encodes_text(tmp_path, random_checkpoint
 
 
 def test_text_without_tokenizer_is_refused(tmp_path, random_checkpoint):
-    with pytest.raises(ValueError, match=r"--text needs tokenizer\.json"):
+    with pytest.raises(CheckpointError, match=r"--text needs tokenizer\.json"):
         main(["--source", str(random_checkpoint()), "--text", TEXT, "--output", str(tmp_path / "out.npy")])
 
 

@@ -28,7 +28,7 @@ from checkpoint_support import small_config, write_random_checkpoint
 
 pytest.importorskip("mlx.core")
 
-from experiments.ane_engineering.baselines.mlx_decision import (MLXDecisionBaseline,  # noqa: E402
+from experiments.ane_engineering.baselines.mlx_decision import (BaselineInputError, MLXDecisionBaseline,  # noqa: E402
                                                                  choose_faster_variant, mlx_available)
 from experiments.ane_engineering.buckets import smallest_bucket  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
@@ -149,9 +149,9 @@ def test_describe_and_input_checks(tiny, encoded):
     assert info["dtype"] == "float16" and info["compiled"] is True
     assert info["mlx_version"] and info["device"] and info["platform"]
     e = encoded["en-choice-01"]
-    with pytest.raises(ValueError, match="never truncated"):
+    with pytest.raises(BaselineInputError, match="never truncated"):
         model.option_logits(e.input_ids, e.token_types, e.marker_positions, length=e.num_tokens - 1)
-    with pytest.raises(ValueError, match="marker_positions"):
+    with pytest.raises(BaselineInputError, match="marker_positions"):
         model.option_logits(e.input_ids, e.token_types, [e.num_tokens])
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.ane_engineering.buckets import MARKER_SLOTS, MASK_BIAS
-from experiments.ane_engineering.decision.questions import Question
+from experiments.ane_engineering.decision.questions import Question, QuestionError
 from experiments.ane_engineering.runtime import ANEAgent, RequestError, check_device_inputs
 
 LENGTH = 96
@@ -155,7 +155,7 @@ def test_arbitrary_questions_are_answered_or_refused_cleanly(agent, text, option
     """Any text: either a decision with finite outputs, or a RequestError -- never another exception."""
     try:
         question = Question(id="q", kind="choice", text=text, options=tuple(options))
-    except ValueError:
+    except QuestionError:
         return  # malformed question objects are refused at construction (empty text, blank options)
     try:
         decision = agent.decide(question)

@@ -16,7 +16,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 from safetensors import safe_open  # noqa: E402
 
-from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint  # noqa: E402
+from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint  # noqa: E402
 from experiments.ane_engineering.checkpoint.config import parse_config  # noqa: E402
 from experiments.ane_engineering.encode import main as encode_main  # noqa: E402
 from experiments.ane_engineering.model.reference import ReferenceEncoder  # noqa: E402
@@ -183,7 +183,7 @@ def test_sharded_checkpoint_with_missing_shard_is_refused(tmp_path):
     model.save_pretrained(tmp_path / "sharded", max_shard_size="50KB")
     shard = sorted((tmp_path / "sharded").glob("model-*.safetensors"))[-1]
     shard.unlink()
-    with pytest.raises(ValueError, match=rf"shard\(s\) not found: {shard.name}"):
+    with pytest.raises(CheckpointError, match=rf"shard\(s\) not found: {shard.name}"):
         load_checkpoint(str(tmp_path / "sharded"))
 
 

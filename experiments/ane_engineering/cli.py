@@ -11,10 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .checkpoint import DEFAULT_SOURCE, SOURCE_HELP
+from .errors import HarnessError
 from .export.staging import ordinary_permissions
 
 
-class UsageError(Exception):
+class UsageError(HarnessError):
     """A request the command refuses; printed without a traceback, exit status 2."""
 
 
@@ -49,15 +50,12 @@ def atomic_file(path: Path):
 
 
 def run_main(main, argv=None) -> int:
-    """Run a command's main(argv); known refusals become one clear line on stderr and a non-zero exit."""
-    from .checkpoint import CheckpointError, ConfigError
-    from .checkpoint.hub import HubSourceError
-
+    """Run a command's main(argv). A HarnessError (a deliberate refusal) or an OSError (a file the command cannot
+    read or write) becomes one line on stderr and exit status 2; anything else is a bug and keeps its traceback."""
     # SIGTERM becomes SystemExit so `finally` blocks run and staging directories are removed.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return main(argv) or 0
-    except (UsageError, CheckpointError, ConfigError, HubSourceError, FileNotFoundError, FileExistsError, NotADirectoryError,
-            ValueError) as error:
+    except (HarnessError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

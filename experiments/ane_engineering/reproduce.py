@@ -21,12 +21,13 @@ from pathlib import Path
 from .buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, run_main
+from .errors import HarnessError
 from .export.staging import refuse_existing_dir
 
 SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
 
 
-class StageFailed(RuntimeError):
+class StageFailed(HarnessError):
     pass
 
 
@@ -56,7 +57,7 @@ class Chain:
 def _run(command_main, argv: list[str], expect_pass: bool = True) -> int:
     status = run_main(command_main, argv)
     if status == 2 or (expect_pass and status != 0):
-        raise RuntimeError(f"{command_main.__module__} exited with status {status}")
+        raise StageFailed(f"{command_main.__module__} exited with status {status}")
     return status
 
 

@@ -22,15 +22,16 @@ from .checkpoint import Checkpoint
 from .decision.device_inputs import DeviceInputError, body_inputs
 from .decision.host import Decision, DecisionHost
 from .decision.questions import EncodedQuestion, Question, QuestionError, encode_question
+from .errors import HarnessError
 from .export.manifest import ManifestError, read_manifest
 from .export.package_hash import package_content_hash
 
 
-class PackageError(ValueError):
+class PackageError(HarnessError):
     """A package this agent refuses to load."""
 
 
-class RequestError(ValueError):
+class RequestError(HarnessError):
     """A request this agent refuses to run."""
 
 
@@ -206,7 +207,7 @@ class ANEAgent:
         outputs = self.backends[length].predict({k: v.astype(np.float16) for k, v in inputs.items()})
         logits = np.asarray(outputs["option_logits"], dtype=np.float32).reshape(-1)
         if logits.shape != (MARKER_SLOTS,):
-            raise RuntimeError(f"package returned option_logits of shape {logits.shape}, expected ({MARKER_SLOTS},)")
+            raise PackageError(f"package returned option_logits of shape {logits.shape}, expected ({MARKER_SLOTS},)")
         logits[num_options:] = INACTIVE_LOGIT
         return logits
 

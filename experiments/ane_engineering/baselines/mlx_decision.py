@@ -47,10 +47,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..checkpoint.tensors import HEAD_PREFIX
+from ..errors import HarnessError
 from ..model.rope import inverse_frequencies
 
 DTYPE_NAME = "float16"
 _MASK_CACHE_SIZE = 8
+
+
+class BaselineInputError(HarnessError):
+    """Inputs the MLX baseline refuses (never truncated, never guessed)."""
 
 
 def mlx_available() -> tuple[bool, str]:
@@ -219,18 +224,18 @@ class MLXDecisionBaseline:
         markers = np.asarray(marker_positions, dtype=np.int64).reshape(-1)
         n = ids.shape[0]
         if n == 0 or types.shape[0] != n:
-            raise ValueError(f"input_ids ({n}) and token_types ({types.shape[0]}) must be non-empty and equally long")
+            raise BaselineInputError(f"input_ids ({n}) and token_types ({types.shape[0]}) must be non-empty and equally long")
         length = n if length is None else int(length)
         if length < n:
-            raise ValueError(f"{n} tokens do not fit length {length} (inputs are never truncated)")
+            raise BaselineInputError(f"{n} tokens do not fit length {length} (inputs are never truncated)")
         if length > enc.max_position_embeddings:
-            raise ValueError(f"length {length} exceeds max_position_embeddings {enc.max_position_embeddings}")
+            raise BaselineInputError(f"length {length} exceeds max_position_embeddings {enc.max_position_embeddings}")
         if ids.min() < 0 or ids.max() >= enc.vocab_size:
-            raise ValueError(f"input_ids must lie in [0, {enc.vocab_size})")
+            raise BaselineInputError(f"input_ids must lie in [0, {enc.vocab_size})")
         if types.min() < 0 or types.max() >= head.num_token_types:
-            raise ValueError(f"token_types must lie in [0, {head.num_token_types})")
+            raise BaselineInputError(f"token_types must lie in [0, {head.num_token_types})")
         if not 0 < markers.shape[0] <= head.max_markers or markers.min() < 0 or markers.max() >= n:
-            raise ValueError(f"marker_positions must be 1..{head.max_markers} positions inside the {n} tokens")
+            raise BaselineInputError(f"marker_positions must be 1..{head.max_markers} positions inside the {n} tokens")
         if length > n:
             ids = np.concatenate([ids, np.full(length - n, enc.pad_token_id, dtype=np.int64)])
             types = np.concatenate([types, np.zeros(length - n, dtype=np.int64)])
@@ -282,7 +287,7 @@ def choose_faster_variant(checkpoint, question_inputs: Iterable[Any], trials: in
     """
     questions = [_fields(q) for q in question_inputs]
     if not questions or trials < 1:
-        raise ValueError("choose_faster_variant needs at least one question and one trial")
+        raise BaselineInputError("choose_faster_variant needs at least one question and one trial")
     variants = {False: MLXDecisionBaseline(checkpoint, compiled=False),
                 True: MLXDecisionBaseline(checkpoint, compiled=True)}
     for model in variants.values():

@@ -18,11 +18,18 @@ Targets: q, k, v (the rows of Wqkv) of every transformer layer of the exported s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
+from ..errors import HarnessError
+
 LORA_TARGETS = ("q", "k", "v")
+
+
+class LoraSpecError(HarnessError):
+    """LoRA settings that no package can be exported or run with."""
 
 
 @dataclass(frozen=True)
@@ -33,11 +40,11 @@ class LoraSpec:
 
     def __post_init__(self):
         if self.rank < 1:
-            raise ValueError(f"LoRA rank must be >= 1, got {self.rank}")
+            raise LoraSpecError(f"LoRA rank must be >= 1, got {self.rank}")
         if not self.targets or any(t not in LORA_TARGETS for t in self.targets) or len(set(self.targets)) != len(self.targets):
-            raise ValueError(f"LoRA targets must be distinct names from {LORA_TARGETS}, got {self.targets}")
-        if not self.alpha > 0:
-            raise ValueError(f"LoRA alpha must be positive, got {self.alpha}")
+            raise LoraSpecError(f"LoRA targets must be distinct names from {LORA_TARGETS}, got {self.targets}")
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha > 0):
+            raise LoraSpecError(f"LoRA alpha must be a positive finite number, got {self.alpha}")
 
     @property
     def scaling(self) -> float:

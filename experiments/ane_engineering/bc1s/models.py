@@ -19,6 +19,7 @@ from torch import nn
 from ..buckets import MARKER_SLOTS
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
+from ..model.reference import ModelInputError
 from .attention import SingleHeadAttention
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
@@ -135,9 +136,9 @@ class BC1SBody(nn.Module):
     def __init__(self, config: ModelConfig, tensors: dict, length: int, lora: LoraSpec | None = None):
         super().__init__()
         if config.head is None:
-            raise ValueError("kind 'body' needs a decision head; this checkpoint is encoder-only (use kind 'encoder')")
+            raise ModelInputError("kind 'body' needs a decision head; this checkpoint is encoder-only (use kind 'encoder')")
         if config.head.max_markers != MARKER_SLOTS:
-            raise ValueError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
+            raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
         ropes = RopeTables(length)
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
         self.encoder = BC1SEncoder(config, tensors, length, ropes, lora, total_layers)

@@ -16,6 +16,7 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ..decision.questions import encode_question, load_questions
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
 from ..model.masks import additive_bc1s
 from ..runtime import ANEAgent
@@ -26,7 +27,7 @@ FULL_PATH_DEFAULTS = {"warmup": 10, "calls": 50}  # the reference run: 50 calls 
 LONG_MIN_TOKENS = 1000
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(HarnessError):
     pass
 
 

@@ -6,12 +6,18 @@ import time
 
 import numpy as np
 
+from ..errors import HarnessError
+
+
+class TimingError(HarnessError):
+    """Timing settings or results that cannot be summarised."""
+
 
 def summarize(seconds: list[float]) -> dict:
     """p50, p95, min, max and mean in milliseconds, plus every raw timing (ms)."""
     ms = np.asarray(seconds, dtype=np.float64) * 1e3
     if ms.size == 0:
-        raise ValueError("no timings to summarize")
+        raise TimingError("no timings to summarize")
     return {"n": int(ms.size), "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
             "min_ms": float(ms.min()), "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
             "raw_ms": [float(v) for v in ms]}
@@ -20,7 +26,7 @@ def summarize(seconds: list[float]) -> dict:
 def timed_calls(call, warmup: int, calls: int) -> list[float]:
     """Run `call` `warmup` times untimed, then `calls` times timed; returns seconds per timed call."""
     if warmup < 0 or calls < 1:
-        raise ValueError("warmup must be >= 0 and calls >= 1")
+        raise TimingError("warmup must be >= 0 and calls >= 1")
     for _ in range(warmup):
         call()
     samples = []

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from ..errors import HarnessError
 from .config import ModelConfig, head_config_to_json, parse_config
 from .tensors import ACTION_FEATURES, expected_tensors
 from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
@@ -127,10 +128,14 @@ def _write(directory: Path, raw_config: dict, tensors: dict, meta: dict) -> None
     (directory / "builtin.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+class UnknownSourceError(HarnessError):
+    """A --source name that names no built-in source."""
+
+
 def build_builtin(name: str, directory: Path) -> dict:
     """Write built-in source `name` into `directory` (must be empty); returns what was chosen and measured."""
     if name not in BUILTINS:
-        raise ValueError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
+        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
     raw = BUILTINS[name]
     config = parse_config(raw)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
@@ -170,7 +175,7 @@ def cache_root() -> Path:
 def materialize_builtin(name: str) -> Path:
     """The directory of built-in `name`, built on first use; concurrent builders race safely to one rename."""
     if name not in BUILTINS:
-        raise ValueError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
+        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
     target = cache_root() / "builtin" / f"{name}-{builder_fingerprint(name)}"
     if (target / "builtin.json").is_file():
         return target

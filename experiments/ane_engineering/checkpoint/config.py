@@ -11,6 +11,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import HarnessError
+
 # Activations the harness implements, by their transformers names. "gelu" in transformers is the exact erf GELU.
 GELU_ERF_NAMES = ("gelu", "gelu_python")
 GELU_TANH_NAMES = ("gelu_pytorch_tanh", "gelu_new")
@@ -21,7 +23,7 @@ QUESTION_KINDS = ("choice", "score", "noul")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-class ConfigError(ValueError):
+class ConfigError(HarnessError):
     """A config.json that cannot describe a model this harness builds."""
 
 

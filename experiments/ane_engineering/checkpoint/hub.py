@@ -12,13 +12,15 @@ import os
 import re
 from pathlib import Path
 
+from ..errors import HarnessError
+
 PINS_FILE = Path(__file__).with_name("hub_pins.json")
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 # Only these are fetched: never a pickle, never code.
 ALLOWED_PATTERNS = ["config.json", "tokenizer.json", "*.safetensors", "model.safetensors.index.json"]
 
 
-class HubSourceError(RuntimeError):
+class HubSourceError(HarnessError):
     """The named hub source cannot be resolved here; the message says what to do instead."""
 
 

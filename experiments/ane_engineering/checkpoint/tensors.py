@@ -7,6 +7,7 @@ Anything missing, unexpected or of the wrong shape is refused by name.
 
 from __future__ import annotations
 
+from ..errors import HarnessError
 from .config import ModelConfig
 
 HEAD_PREFIX = "decision_head."
@@ -19,7 +20,7 @@ ACTION_FEATURES = ("p_top1", "p_top2", "margin", "normalized_entropy", "option_f
                    "kind_choice", "kind_score", "kind_noul")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(HarnessError):
     """A checkpoint that does not match its config: names the tensor and what is wrong."""
 
 

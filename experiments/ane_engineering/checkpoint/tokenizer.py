@@ -10,6 +10,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
+from .tensors import CheckpointError
+
 BYTE_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MARK]")
 BYTE_VOCAB_SIZE = len(BYTE_SPECIALS) + 256
 
@@ -47,7 +49,7 @@ def load_tokenizer(path: Path) -> Tokenizer:
     try:
         return Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files
-        raise ValueError(f"{path}: not a valid tokenizer.json ({error})") from error
+        raise CheckpointError(f"{path}: not a valid tokenizer.json ({error})") from error
 
 
 def special_token_texts(tokenizer: Tokenizer) -> list[str]:

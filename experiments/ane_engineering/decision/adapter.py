@@ -28,9 +28,10 @@ from ..bc1s.lora import LoraSpec
 from ..checkpoint import Checkpoint
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
+from ..errors import HarnessError
 
 
-class AdapterError(ValueError):
+class AdapterError(HarnessError):
     """An adapter that does not fit the package or the checkpoint."""
 
 

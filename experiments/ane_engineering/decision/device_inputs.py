@@ -15,10 +15,11 @@ import torch
 from ..buckets import MARKER_SLOTS
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
+from ..errors import HarnessError
 from ..model.masks import additive_bc1s
 
 
-class DeviceInputError(ValueError):
+class DeviceInputError(HarnessError):
     """A request that cannot become valid device inputs; never truncated, never guessed."""
 
 

@@ -19,12 +19,13 @@ from tokenizers import Tokenizer
 
 from ..checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
 from ..checkpoint.tokenizer import special_token_texts
+from ..errors import HarnessError
 
 TYPE_QUESTION, TYPE_OPTION, TYPE_MARKER = 0, 1, 2
 FIXTURE_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "questions.json"
 
 
-class QuestionError(ValueError):
+class QuestionError(HarnessError):
     """A question that cannot be encoded as asked."""
 
 

@@ -51,6 +51,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from ..errors import HarnessError
 from ..placement.rules import is_const_like, iter_operations  # constants: no device runs them
 
 CHIPS_PATH = Path(__file__).resolve().parent / "chips.json"
@@ -127,6 +128,10 @@ PARAM_PORTS = frozenset({
 })
 
 
+class CostModelError(HarnessError):
+    """A program the cost model cannot count (e.g. a symbolic shape)."""
+
+
 def load_chips(path: Path | str = CHIPS_PATH) -> dict:
     """The chip table (chips.json): {name: {peak_fp16_tflops, ane_bandwidth_gbs, ...sources}}."""
     return json.loads(Path(path).read_text(encoding="utf-8"))["chips"]
@@ -139,7 +144,7 @@ def _shape(var) -> tuple[int, ...]:
     shape = tuple(var.shape) if var.shape is not None else ()
     for dim in shape:
         if not isinstance(dim, (int,)) and not hasattr(dim, "__index__"):
-            raise ValueError(f"{var.name}: symbolic shape {shape}; the cost model needs fixed shapes")
+            raise CostModelError(f"{var.name}: symbolic shape {shape}; the cost model needs fixed shapes")
     return tuple(int(d) for d in shape)
 
 
@@ -213,7 +218,7 @@ def einsum_index_sizes(op) -> dict[str, int]:
     for term, var in zip(terms, op.inputs["values"]):
         shape = _shape(var)
         if len(term) != len(shape):
-            raise ValueError(f"{op.name}: equation term {term!r} does not match operand shape {shape}")
+            raise CostModelError(f"{op.name}: equation term {term!r} does not match operand shape {shape}")
         for index, size in zip(term, shape):
             sizes[index] = max(sizes.get(index, 1), size)
     return sizes

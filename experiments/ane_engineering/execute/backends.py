@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import HarnessError
 from .ops import FP16_STRICT, FP32_ACCUMULATE, MODES
 
 BACKEND_CHOICES = ("auto", "mil", "mil-fp16-strict", "coreml", "coreml-cpu", "coreml-gpu", "coreml-all")
@@ -40,7 +41,7 @@ COMPUTE_UNITS = ("CPU_AND_NE", "CPU_ONLY", "CPU_AND_GPU", "ALL")
 _COREML_NAMES = {"coreml": "CPU_AND_NE", "coreml-cpu": "CPU_ONLY", "coreml-gpu": "CPU_AND_GPU", "coreml-all": "ALL"}
 
 
-class BackendError(RuntimeError):
+class BackendError(HarnessError):
     """A backend used out of order (predict before load) or given a package it cannot run."""
 
 
@@ -119,7 +120,7 @@ class MILBackend(Backend):
     def __init__(self, mode: str = FP32_ACCUMULATE, *, strict_chunk: int = 1, threads: int | None = None):
         super().__init__()
         if mode not in MODES:
-            raise ValueError(f"unknown mil mode {mode!r}; choose one of {MODES}")
+            raise BackendError(f"unknown mil mode {mode!r}; choose one of {MODES}")
         self.mode = mode
         self.strict_chunk = strict_chunk
         self.threads = threads  # None: the CPUs this process may use
@@ -171,7 +172,7 @@ class CoreMLBackend(Backend):
     def __init__(self, compute_units: str = "CPU_AND_NE"):
         super().__init__()
         if compute_units not in COMPUTE_UNITS:
-            raise ValueError(f"unknown compute units {compute_units!r}; choose one of {COMPUTE_UNITS}")
+            raise BackendError(f"unknown compute units {compute_units!r}; choose one of {COMPUTE_UNITS}")
         self.compute_units = compute_units
         self.name = "coreml" if compute_units == "CPU_AND_NE" else f"coreml-{compute_units.lower()}"
         if not is_macos():
@@ -254,13 +255,13 @@ def choose_backend(name: str | None = None, mode: str | None = None) -> Backend:
         return MILBackend(mode or FP32_ACCUMULATE)
     if concrete in ("mil-fp16-strict", f"mil-{FP16_STRICT}"):
         if mode not in (None, FP16_STRICT):
-            raise ValueError(f"backend {concrete!r} fixes mode fp16-strict; got mode {mode!r}")
+            raise BackendError(f"backend {concrete!r} fixes mode fp16-strict; got mode {mode!r}")
         return MILBackend(FP16_STRICT)
     if concrete == f"mil-{FP32_ACCUMULATE}":
         return MILBackend(FP32_ACCUMULATE)
     if concrete in _COREML_NAMES:
         if mode is not None:
-            raise ValueError(f"mode {mode!r} applies to the mil backend only; {concrete!r} picks compute units by name")
+            raise BackendError(f"mode {mode!r} applies to the mil backend only; {concrete!r} picks compute units by name")
         return CoreMLBackend(_COREML_NAMES[concrete])
-    raise ValueError(f"unknown backend {name!r}; choose one of {BACKEND_CHOICES}")
+    raise BackendError(f"unknown backend {name!r}; choose one of {BACKEND_CHOICES}")
 

@@ -47,16 +47,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import HarnessError
 from . import ops as op_defs
 from .ops import CONSTEXPR_PREFIX, FP32_ACCUMULATE, MODES, Numerics, OpNode, UnsupportedOpError, cast_to
 from .program import LoadedProgram, load_program, numpy_dtype, static_shape
 
 
-class ExecutionError(RuntimeError):
+class ExecutionError(HarnessError):
     """An op failed while running; the message names the op."""
 
 
-class InputError(ValueError):
+class InputError(HarnessError):
     """Inputs that do not match the program's input names, shapes or types."""
 
 

@@ -57,12 +57,14 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import HarnessError
+
 FP32_ACCUMULATE = "fp32-accumulate"
 FP16_STRICT = "fp16-strict"
 MODES = (FP32_ACCUMULATE, FP16_STRICT)
 
 
-class UnsupportedOpError(NotImplementedError):
+class UnsupportedOpError(HarnessError):
     """An op type (or an op configuration) this executor has no handler for."""
 
 

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import HarnessError
 
-class ProgramLoadError(ValueError):
+
+class ProgramLoadError(HarnessError):
     """A package that cannot be read back as an ML program."""
 
 

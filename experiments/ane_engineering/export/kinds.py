@@ -19,6 +19,7 @@ from ..bc1s.lora import LoraSpec
 from ..bc1s.models import BC1SBody, BC1SEncoder, BC1SLayerBlock, BC1SMLPBlock
 from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
+from ..errors import HarnessError
 
 KINDS = ("mlp", "layer", "encoder", "body", "baseline")
 BC1S_KINDS = ("mlp", "layer", "encoder", "body")
@@ -77,20 +78,24 @@ def _lora_contracts(module, spec: LoraSpec) -> list[TensorContract]:
             for name, shape in module.lora_shapes().items()]
 
 
+class ExportSpecError(HarnessError):
+    """An export request (kind, length, layer, LoRA) this checkpoint cannot be exported as."""
+
+
 def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0,
                       lora: LoraSpec | None = None) -> ExportSpec:
     if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; choose from {KINDS}")
+        raise ExportSpecError(f"unknown kind {kind!r}; choose from {KINDS}")
     if lora is not None and kind not in ("encoder", "body"):
-        raise ValueError(f"LoRA inputs are exported for kinds encoder and body, not {kind!r}")
+        raise ExportSpecError(f"LoRA inputs are exported for kinds encoder and body, not {kind!r}")
     if length < 1:
-        raise ValueError(f"--length must be positive, got {length}")
+        raise ExportSpecError(f"--length must be positive, got {length}")
     config, tensors = checkpoint.config, checkpoint.tensors
     c = config.encoder.hidden_size
     if length > config.encoder.max_position_embeddings:
-        raise ValueError(f"--length {length} exceeds max_position_embeddings {config.encoder.max_position_embeddings}")
+        raise ExportSpecError(f"--length {length} exceeds max_position_embeddings {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
-        raise ValueError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
+        raise ExportSpecError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
     if kind == "mlp":
         module = BC1SMLPBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) x + ffn(mlp_norm(x))")

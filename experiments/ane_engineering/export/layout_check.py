@@ -13,6 +13,7 @@ import torch
 from .. import tolerances
 from ..checkpoint import Checkpoint
 from ..decision.device_inputs import body_inputs, encoder_inputs
+from ..errors import HarnessError
 from ..model.masks import additive_bc1s
 from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
 from .kinds import ExportSpec
@@ -22,6 +23,10 @@ MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engage
 # a realistic fine-tuning delta. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
 # (W + BA) x is then amplified by the model beyond the logit bound; see tests/test_lora.py.)
 ADAPTER_SCALE = 0.01
+
+
+class LayoutCheckError(HarnessError):
+    """The layout check cannot be run for this request."""
 
 
 def _to_blc(x: torch.Tensor) -> torch.Tensor:
@@ -106,7 +111,7 @@ def _body_check(checkpoint: Checkpoint, module, length: int, spec: ExportSpec | 
         worst = max(worst, (ours - theirs).abs().max().item())
         used.append(encoded.question.id)
     if not used:
-        raise ValueError(f"no fixture question fits length {length} for the body layout check")
+        raise LayoutCheckError(f"no fixture question fits length {length} for the body layout check")
     return {"inputs": f"fixture questions {used} (option logits)", "max_abs": worst,
             "tolerance": tolerances.BC1S_LOGITS_ABS}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..checkpoint.files import sha256_json
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from .convert import DEPLOYMENT_TARGET
 from .kinds import ExportSpec
@@ -23,7 +24,7 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "ane-engineering/manifest/1"
 
 
-class ManifestError(ValueError):
+class ManifestError(HarnessError):
     """A manifest that cannot be trusted."""
 
 

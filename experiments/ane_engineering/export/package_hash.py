@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from ..checkpoint.files import sha256_file
+from ..errors import HarnessError
 
 MANIFEST = "Manifest.json"
 PROGRAM_SUFFIX = ".mlmodel"
@@ -30,7 +31,7 @@ def canonical_manifest(path: Path) -> bytes:
     return json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
 
 
-class DamagedPackageError(ValueError):
+class DamagedPackageError(HarnessError):
     pass
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..checkpoint import Checkpoint
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
@@ -40,7 +41,7 @@ REPORT_NAME = "reweight.json"
 HOST_ONLY_HEAD_FIELDS = ("calibration", "output_decimals", "action_head")  # never inside the package
 
 
-class ReweightError(ValueError):
+class ReweightError(HarnessError):
     pass
 
 

@@ -13,8 +13,10 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import HarnessError
 
-class OutputExistsError(FileExistsError):
+
+class OutputExistsError(HarnessError, FileExistsError):
     pass
 
 

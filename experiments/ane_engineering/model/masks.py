@@ -11,12 +11,17 @@ from __future__ import annotations
 import torch
 
 from ..buckets import MASK_BIAS
+from ..errors import HarnessError
+
+
+class MaskInputError(HarnessError):
+    """A validity mask of the wrong shape or dtype."""
 
 
 def allowed(valid: torch.Tensor, window_radius: int | None) -> torch.Tensor:
     """Boolean (B, Lq, Lk) visibility from a (B, L) validity mask; window_radius None means full attention."""
     if valid.dim() != 2 or valid.dtype != torch.bool:
-        raise ValueError(f"valid must be a (B, L) bool tensor, got {tuple(valid.shape)} {valid.dtype}")
+        raise MaskInputError(f"valid must be a (B, L) bool tensor, got {tuple(valid.shape)} {valid.dtype}")
     length = valid.shape[1]
     visible = valid[:, None, :].expand(-1, length, -1)  # (B, Lq, Lk): valid keys
     if window_radius is not None:

@@ -14,6 +14,7 @@ from torch import nn
 from ..buckets import INACTIVE_LOGIT
 from ..checkpoint.config import GELU_TANH_NAMES, ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
+from ..errors import HarnessError
 from .masks import allowed
 from .rope import half_tables
 
@@ -45,6 +46,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-second, first), dim=-1)
 
 
+class ModelInputError(HarnessError):
+    """Inputs or settings the FP32 reference model refuses (shapes, lengths, a missing head)."""
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with RoPE, as transformers' ModernBertAttention (eager or SDPA)."""
 
@@ -73,7 +78,7 @@ class Attention(nn.Module):
             scores = scores.masked_fill(~visible, float("-inf"))  # (B, H, Lq, Lk)
             out = scores.softmax(dim=-1) @ v  # (B, H, L, D)
         else:
-            raise ValueError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
+            raise ModelInputError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
         return self.Wo(out.transpose(1, 2).reshape(batch, length, channels))  # (B, L, C)
 
 
@@ -144,9 +149,9 @@ class ReferenceEncoder(nn.Module):
         if torch.jit.is_tracing():
             pass  # the baseline export fixes these shapes in its input contract
         elif embeddings.dim() != 3 or embeddings.shape[-1] != self.config.hidden_size:
-            raise ValueError(f"embeddings must be (B, L, {self.config.hidden_size}), got {tuple(embeddings.shape)}")
+            raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got {tuple(embeddings.shape)}")
         elif embeddings.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(f"sequence of {embeddings.shape[1]} exceeds max_position_embeddings "
+            raise ModelInputError(f"sequence of {embeddings.shape[1]} exceeds max_position_embeddings "
                              f"{self.config.max_position_embeddings}")
         x = self.embedding_norm(embeddings)  # (B, L, C)
         for layer in self.layers:
@@ -160,7 +165,7 @@ class ReferenceDecisionModel(nn.Module):
     def __init__(self, config: ModelConfig, tensors: dict):
         super().__init__()
         if config.head is None:
-            raise ValueError("the decision model needs a 'decision_head' section in config.json")
+            raise ModelInputError("the decision model needs a 'decision_head' section in config.json")
         head = config.head
         self.config = config
         self.encoder = ReferenceEncoder(config, tensors)

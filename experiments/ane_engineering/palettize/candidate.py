@@ -11,6 +11,7 @@ import json
 import time
 from pathlib import Path
 
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..export.convert import quiet_coremltools
 from ..export.manifest import PACKAGE_NAME, read_manifest, write_manifest
@@ -25,7 +26,7 @@ OP_TYPES = ("conv",)
 REPORT_NAME = "palettize.json"
 
 
-class PalettizeError(ValueError):
+class PalettizeError(HarnessError):
     pass
 
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..errors import HarnessError
 from .rules import CATALOGUE, CheckContext, Rule, is_const_like
 
 LABEL = "prediction (static rules; not a Core ML compute plan)"
+
+
+class NotAnMLProgramError(HarnessError):
+    """A package whose model is not an ML Program (nothing to check)."""
 
 
 def load_program(package_path) -> tuple[object, object]:
@@ -26,7 +31,7 @@ def load_program(package_path) -> tuple[object, object]:
     model = ct.models.MLModel(str(package_path), skip_model_load=True)
     spec = model.get_spec()
     if spec.WhichOneof("Type") != "mlProgram":
-        raise ValueError(f"{package_path} is not an ML Program (type {spec.WhichOneof('Type')!r})")
+        raise NotAnMLProgramError(f"{package_path} is not an ML Program (type {spec.WhichOneof('Type')!r})")
     program = load_milproto(spec, spec.specificationVersion, model.weights_dir)
     return program, spec
 

@@ -17,6 +17,7 @@ from .. import gates
 from ..decision.questions import encode_question, load_questions
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
 from ..runtime import ANEAgent
+from .golden import GoldenError
 
 
 def _max_abs(a, b) -> float:
@@ -121,7 +122,7 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
     golden_by_id = {record["question_id"]: record for record in golden["questions"]}
     missing = [q.id for q in questions if q.id not in golden_by_id]
     if missing:
-        raise ValueError(f"golden file lacks questions {missing[:5]}")
+        raise GoldenError(f"golden file lacks questions {missing[:5]}")
     buckets = {length: validate_bucket(agent, length, questions, golden_by_id, repeats, progress) for length in lengths}
     reasons = []
     for length, result in buckets.items():

@@ -17,6 +17,7 @@ from ..checkpoint import Checkpoint
 from ..checkpoint.files import sha256_json
 from ..decision.host import DecisionHost
 from ..decision.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..model.reference import ReferenceDecisionModel
 
@@ -24,7 +25,7 @@ GOLDEN_FORMAT = "ane-engineering/golden/1"
 COMMITTED_TINY_GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden_builtin_tiny.json"
 
 
-class GoldenError(ValueError):
+class GoldenError(HarnessError):
     """A golden file that cannot be trusted for this comparison."""
 
 
