@@ -184,7 +184,7 @@ ENCODER_FIELD_ERRORS = [
     (dict(norm_eps=0.0), r"'norm_eps' must be a positive"),
     (dict(norm_eps="1e-5"), r"'norm_eps' must be a number"),
     (dict(pad_token_id=260), r"'pad_token_id' 260 is outside the vocabulary"),
-    (dict(model_type="bert"), r"'model_type' must be 'modernbert'"),
+    (dict(model_type="roberta"), r"'model_type' must be 'modernbert' or 'bert', got 'roberta'"),
     (dict(local_attention=True), r"'local_attention' must be an integer, got bool"),
 ]
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HarnessError
+
+if TYPE_CHECKING:
+    from .bert_config import BertEncoderConfig
 
 # Activations the harness implements, by their transformers names. "gelu" in transformers is the exact erf GELU.
 GELU_ERF_NAMES = ("gelu", "gelu_python")
@@ -130,7 +133,7 @@ class DecisionHeadConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    encoder: EncoderConfig
+    encoder: EncoderConfig | BertEncoderConfig  # chosen by config.json's model_type (parse_config)
     head: DecisionHeadConfig | None  # None: an encoder-only ModernBERT checkpoint
 
     def to_dict(self) -> dict:
@@ -143,7 +146,7 @@ def parse_encoder(raw: dict) -> EncoderConfig:
         raise ConfigError(f"{where}: top level must be a JSON object")
     model_type = _take(raw, "model_type", (str,), where, "modernbert")
     if model_type != "modernbert":
-        raise ConfigError(f"{where}: field 'model_type' must be 'modernbert', got {model_type!r}")
+        raise ConfigError(f"{where}: field 'model_type' must be 'modernbert' or 'bert', got {model_type!r}")
     hidden = _take(raw, "hidden_size", (int,), where)
     layers = _take(raw, "num_hidden_layers", (int,), where)
     heads = _take(raw, "num_attention_heads", (int,), where)
@@ -301,7 +304,12 @@ def parse_head(raw: Any, encoder: EncoderConfig) -> DecisionHeadConfig:
 
 
 def parse_config(raw: dict) -> ModelConfig:
-    encoder = parse_encoder(raw)
+    if isinstance(raw, dict) and raw.get("model_type") == "bert":  # the BERT family: its own fields and module
+        from .bert_config import parse_bert_encoder
+
+        encoder = parse_bert_encoder(raw)
+    else:
+        encoder = parse_encoder(raw)
     head_raw = raw.get("decision_head")
     return ModelConfig(encoder=encoder, head=None if head_raw is None else parse_head(head_raw, encoder))
 
