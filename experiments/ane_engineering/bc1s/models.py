@@ -17,10 +17,12 @@ import torch
 from torch import nn
 
 from ..buckets import MARKER_SLOTS
+from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
 from .attention import SingleHeadAttention
+from .bert import BC1SBertEncoder
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
@@ -129,6 +131,17 @@ class BC1SEncoder(nn.Module):
         return self.encode(bind_inputs(self.input_names(), args, kwargs))  # (1, C, 1, L)
 
 
+def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeTables | None = None,
+                 lora: LoraSpec | None = None, lora_layers: int | None = None) -> nn.Module:
+    """The BC1S encoder of the family config.json names: ModernBERT (BC1SEncoder) or BERT (bert.py)."""
+    if not is_bert(config):
+        return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers)
+    if lora is not None:
+        raise ModelInputError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); this "
+                              "checkpoint is a BERT encoder")
+    return BC1SBertEncoder(config, tensors, length)
+
+
 class BC1SBody(nn.Module):
     """The whole on-device part: encoder, token types, decision-head layers, scorer, one-hot marker read-out.
     With a LoraSpec, every transformer layer (encoder layers, then head layers) takes adapter inputs."""
@@ -141,7 +154,7 @@ class BC1SBody(nn.Module):
             raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
         ropes = RopeTables(length)
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
-        self.encoder = BC1SEncoder(config, tensors, length, ropes, lora, total_layers)
+        self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers)
         self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps

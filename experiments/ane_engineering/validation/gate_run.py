@@ -116,6 +116,13 @@ def cross_bucket(buckets: dict[int, dict]) -> dict:
             "passed": not disagreements}
 
 
+def package_records(agent) -> list[dict]:
+    """What validation evidence records about each loaded package."""
+    return [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
+             "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
+             "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())]
+
+
 def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int], repeats: int,
              fixture_questions=None, progress=None) -> dict:
     questions = fixture_questions if fixture_questions is not None else load_questions()
@@ -151,9 +158,7 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
         "source": agent.checkpoint.hashes,
         "adapter": None if agent.adapter is None else {"name": agent.adapter.name, "sha256": agent.adapter.sha256,
                                                        **agent.adapter.spec.to_json()},
-        "packages": [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
-                      "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
-                      "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())],
+        "packages": package_records(agent),
         "backend": agent.backend.describe(),
         "machine": machine(),
         "tools": tool_versions(),
