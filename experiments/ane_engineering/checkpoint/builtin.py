@@ -69,12 +69,13 @@ BUILTINS = {
 }
 
 
-def random_tensors(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
-    """Scaled-normal weights that keep activations O(1) through the residual stream; deterministic per seed."""
+def random_tensors(config: ModelConfig, seed: int, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Scaled-normal weights that keep activations O(1) through the residual stream; deterministic per seed.
+    Only the tensors whose names start with `prefix` (e.g. the decision head's), drawn in sorted name order."""
     rng = np.random.Generator(np.random.PCG64(seed))
     depth = config.encoder.num_hidden_layers + (config.head.num_layers if config.head else 0)
     tensors = {}
-    for name, shape in sorted(expected_tensors(config).items()):
+    for name, shape in sorted(item for item in expected_tensors(config).items() if item[0].startswith(prefix)):
         if name.endswith("norm.weight"):
             value = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
         elif name.endswith(".bias"):
@@ -96,15 +97,16 @@ def random_tensors(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def decision_margins(config: ModelConfig, tensors: dict) -> dict:
-    """Smallest top-2 gaps over the fixture questions, from the FP32 reference model."""
+def decision_margins(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
+    """Smallest top-2 gaps over the fixture questions, from the FP32 reference model (`tokenizer`: the source's;
+    default the built-ins' byte-level one)."""
     from ..decision.host import DecisionHost
     from ..decision.questions import encode_question, load_questions
     from ..model.reference import ReferenceDecisionModel
 
     model = ReferenceDecisionModel(config, tensors).eval()
     host = DecisionHost(config.head, tensors)
-    tokenizer = build_byte_tokenizer()
+    tokenizer = tokenizer or build_byte_tokenizer()
     worst_decision, worst_action = float("inf"), float("inf")
     with torch.no_grad():
         for question in load_questions():

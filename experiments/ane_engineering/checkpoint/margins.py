@@ -45,14 +45,15 @@ def tensors_digest(tensors: dict, exclude: tuple[str, ...] = FITTED) -> str:
     return digest.hexdigest()
 
 
-def _marker_features(config: ModelConfig, tensors: dict):
-    """Per fixture question: encoded question and scorer hidden features at its markers, FP64 (n_options, S)."""
+def _marker_features(config: ModelConfig, tensors: dict, tokenizer=None):
+    """Per fixture question: encoded question and scorer hidden features at its markers, FP64 (n_options, S).
+    `tokenizer`: the source's (default: the built-ins' byte-level one)."""
     from ..decision.questions import encode_question, load_questions
     from ..model.reference import ReferenceDecisionModel
     from .tokenizer import build_byte_tokenizer
 
     model = ReferenceDecisionModel(config, tensors).eval()
-    tokenizer = build_byte_tokenizer()
+    tokenizer = tokenizer or build_byte_tokenizer()
     rows = []
     with torch.no_grad():
         for question in load_questions():
@@ -151,8 +152,8 @@ def fit_action(config: ModelConfig, tensors: dict, features, w: np.ndarray, b: f
     return weight + delta[:, :-1], bias + delta[:, -1]
 
 
-def fit(config: ModelConfig, tensors: dict) -> dict:
-    features = _marker_features(config, tensors)
+def fit(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
+    features = _marker_features(config, tensors, tokenizer)
     w, b = fit_scorer(config, tensors, features)
     weight, bias = fit_action(config, tensors, features, w, b)
     values = {FITTED[0]: w[None, :], FITTED[1]: np.array([b]), FITTED[2]: weight, FITTED[3]: bias}

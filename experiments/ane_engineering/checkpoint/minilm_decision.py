@@ -62,8 +62,7 @@ def base_tensors(encoder_dir: Path) -> tuple[ModelConfig, dict, dict[str, torch.
     raw = decision_raw_config(encoder_dir)
     config = parse_config(raw)
     encoder = load_checkpoint_dir(encoder_dir, source=ENCODER_SOURCE)
-    head = {name: value for name, value in random_tensors(config, BUILTIN_SEED).items() if name.startswith(HEAD_PREFIX)}
-    return config, raw, {**encoder.tensors, **head}
+    return config, raw, {**encoder.tensors, **random_tensors(config, BUILTIN_SEED, prefix=HEAD_PREFIX)}
 
 
 def build(directory: Path) -> dict:
