@@ -10,6 +10,10 @@ def _fmt(value, digits=5):
 
 
 def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
+    if sweep.get("task") == "embeddings":
+        from . import sweep_embedding
+
+        return sweep_embedding.markdown_table(sweep, evidence_name)
     gate = sweep["gate"]["probability_error_max"]
     rows = [sweep["baseline"]] + sweep["candidates"]
     lines = [
@@ -32,6 +36,10 @@ def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
 
 
 def plot(sweep: dict, path: Path) -> None:
+    if sweep.get("task") == "embeddings":
+        from . import sweep_embedding
+
+        return sweep_embedding.plot(sweep, path)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -26,7 +26,17 @@ def candidate_name(bits: int, mode: str, group_size: int) -> str:
     return f"w{bits}-{mode}-g{group_size}"
 
 
+def _task(package_dir: Path) -> str:
+    from ..export.manifest import read_manifest
+
+    return "embeddings" if read_manifest(package_dir)["kind"] == "embedding" else "decisions"
+
+
 def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str, repeats: int) -> dict:
+    if _task(package_dir) == "embeddings":
+        from .sweep_embedding import validate_embedding_package
+
+        return validate_embedding_package(package_dir, report_path, source, golden_path, backend, repeats)
     from ..checkpoint import load_checkpoint
     from ..runtime import ANEAgent
     from ..validation.gate_run import validate
@@ -42,20 +52,26 @@ def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Pa
 
 def _row(name: str, settings: dict | None, package_dir: Path, report: dict, report_path: Path,
          seconds: float | None) -> dict:
+    common = {
+        "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
+        "package": str(package_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
+        "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3), "palettize_seconds": seconds,
+    }
+    verdict = {"passed": report["passed"], "failed_reasons": report["reasons"][:5], "validation": str(report_path)}
+    if report.get("task") == "embeddings":
+        from .sweep_embedding import embedding_row_fields
+
+        return {**common, **embedding_row_fields(report), **verdict}
     (length, summary), = report["summary"].items()
     decisions_ok = sum(1 for q in report["buckets"][length]["questions"] if q["decision"] == q["golden_decision"])
     return {
-        "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
-        "package": str(package_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
-        "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3),
-        "palettize_seconds": seconds, "length": int(length), "evaluated": summary["evaluated"],
+        **common, "length": int(length), "evaluated": summary["evaluated"],
         "skipped": len(summary["skipped"]), "argmax_matches": decisions_ok,
         "max_calibrated_error": summary["max_calibrated_error"],
         "max_action_probability_error": summary["max_action_probability_error"],
         "max_option_logit_error": summary["max_option_logit_error"],
         "max_action_logit_error": summary["max_action_logit_error"],
-        "passed": report["passed"], "failed_reasons": report["reasons"][:5],
-        "validation": str(report_path),
+        **verdict,
     }
 
 
@@ -96,16 +112,26 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
         for done, future in enumerate(as_completed(futures), start=1):
             row = future.result()
             rows.append(row)
-            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_bytes'] / 1e6:.2f} MB, max calibrated "
-                  f"error {row['max_calibrated_error']:.5f}, max option-logit error {row['max_option_logit_error']:.4f}"
+            errors = (f"min cosine {row['min_cosine']:.8f}, max abs error {row['max_abs_error']:.6f}"
+                      if "min_cosine" in row else f"max calibrated error {row['max_calibrated_error']:.5f}, max "
+                      f"option-logit error {row['max_option_logit_error']:.4f}")
+            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_bytes'] / 1e6:.2f} MB, {errors}"
                   f" -> {'pass' if row['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
     rows.sort(key=lambda r: (-r["bits"], r["mode"], r["group_size"]))
+    task = _task(parent)
+    if task == "embeddings":
+        from .sweep_embedding import gate_fields
+
+        gate = {**gate_fields(), "repeats": repeats}
+    else:
+        gate = {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats}
     for row in [baseline] + rows:
         row["size_ratio_vs_fp16"] = round(row["package_bytes"] / baseline["package_bytes"], 3)
     return {
         "format": "ane-engineering/evidence/sweep/1",
         "parent": {"path": str(parent), **{k: baseline[k] for k in ("package_bytes", "length")}},
-        "gate": {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats},
+        "task": task,
+        "gate": gate,
         "grid": {"bits": bits, "modes": modes, "group_sizes": group_sizes, "implementation": implementation},
         "baseline": baseline,
         "candidates": rows,

@@ -1,0 +1,99 @@
+"""The palettization sweep of an embedding-kind package: each candidate judged by the embedding gates
+(validation/embedding_run.py, thresholds in gates.py), with its own table row and size-against-error plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import gates
+
+
+def validate_embedding_package(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str,
+                               repeats: int) -> dict:
+    from ..checkpoint import load_checkpoint
+    from ..embedding.agent import EmbeddingAgent
+    from ..validation.embedding_golden import load_embedding_golden
+    from ..validation.embedding_run import validate_embeddings
+
+    checkpoint = load_checkpoint(source)
+    golden = load_embedding_golden(golden_path, checkpoint)
+    agent = EmbeddingAgent([package_dir], checkpoint, backend)
+    report = validate_embeddings(agent, golden, golden_path, list(agent.lengths), repeats)
+    report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def embedding_row_fields(report: dict) -> dict:
+    (length, summary), = report["summary"].items()
+    ranking = summary["ranking"] or {}
+    return {"length": int(length), "evaluated": summary["evaluated"], "skipped": len(summary["skipped"]),
+            "min_cosine": summary["min_cosine"], "max_abs_error": summary["max_abs_error"],
+            "max_similarity_error": ranking.get("max_similarity_error"),
+            "resolved_pairs": ranking.get("resolved_pairs"),
+            "resolved_pairs_swapped": ranking.get("resolved_pairs_swapped"),
+            "top1_neighbour_agreement": ranking.get("top1_neighbour_agreement")}
+
+
+def gate_fields() -> dict:
+    return {"similarity_error_max": gates.SIMILARITY_ERROR_MAX, "cosine_min": gates.EMBEDDING_COSINE_MIN,
+            "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND}
+
+
+def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
+    gate = sweep["gate"]
+    rows = [sweep["baseline"]] + sweep["candidates"]
+    lines = [
+        f"Palettization sweep of the embedding package `{sweep['parent']['path']}` (L{sweep['parent']['length']}), "
+        f"validated through the `{sweep['backend']}` backend against FP32 golden embeddings; gates: cosine >= "
+        f"{gate['cosine_min']:.8f}, max abs error <= {gate['abs_max']:.6f}, no resolved pair of the similarity "
+        f"ranking swapped (tie band {gate['rank_tie_band']}). Source: `{evidence_name}` "
+        f"(harness {sweep['harness']['sha256'][:12]}).",
+        "",
+        "| candidate | bits | mode | group | size (MB) | vs FP16 | texts | min cosine | 1 - min cosine | max abs err "
+        "| max similarity err | resolved pairs swapped | top-1 neighbour | gates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | {row['package_mb']:.3f} | "
+            f"{row['size_ratio_vs_fp16']:.3f} | {row['evaluated']} | {row['min_cosine']:.8f} | "
+            f"{1 - row['min_cosine']:.2e} | {row['max_abs_error']:.6f} | {row['max_similarity_error']:.6f} | "
+            f"{row['resolved_pairs_swapped']}/{row['resolved_pairs']} | "
+            f"{row['top1_neighbour_agreement']}/{row['evaluated']} | {'pass' if row['passed'] else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(sweep: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gate = sweep["gate"]
+    rows = [sweep["baseline"]] + sweep["candidates"]
+    markers = {"fp16": "*", "uniform": "s", "kmeans": "o"}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for row in rows:
+        size, label = row["package_mb"], row["name"]
+        color = "tab:green" if row["passed"] else "tab:red"
+        distance = max(1.0 - row["min_cosine"], 1e-9)
+        left.scatter(size, distance, marker=markers[row["mode"]], color=color)
+        left.annotate(label, (size, distance), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        right.scatter(size, max(row["max_similarity_error"], 1e-9), marker=markers[row["mode"]], color=color)
+        right.annotate(label, (size, max(row["max_similarity_error"], 1e-9)), fontsize=7, xytext=(3, 3),
+                       textcoords="offset points")
+    left.axhline(1.0 - gate["cosine_min"], color="black", linestyle="--", label=f"gate {1.0 - gate['cosine_min']:.3g}")
+    left.set(xlabel="package size (MB)", ylabel="1 - min cosine to golden", yscale="log",
+             title="embedding direction error (green: passes all gates, red: fails)")
+    left.legend(loc="upper right")
+    right.axhline(gate["similarity_error_max"], color="black", linestyle="--",
+                  label=f"budget {gate['similarity_error_max']}")
+    right.set(xlabel="package size (MB)", ylabel="max |similarity error|", yscale="log",
+              title="largest change of any text-to-text similarity")
+    right.legend(loc="upper right")
+    figure.suptitle(f"Palettization sweep of the sentence embedder, L{sweep['parent']['length']}, {sweep['backend']} "
+                    "backend (square: uniform, circle: k-means, star: FP16)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
