@@ -107,3 +107,15 @@ def test_fp16_range_on_real_weights_finds_outlier_channels_and_near_layer_norm_s
     assert any(name.endswith("mlp_norm.input") for name in report["needs_clamp"])
     assert all(entry["hazard"] == "layer-norm squared deviation" for entry in report["clamp"])
     assert groups["embedding_norm.input"]["min_variance_valid"] > 2.0 ** -14  # a normal FP16 number
+
+
+def test_benchmark_times_an_embedding_package(minilm_packages, tmp_path):
+    from experiments.ane_engineering import benchmark
+
+    package, _ = minilm_packages.get("embedding", 96)
+    assert run_main(benchmark.main, ["--package", str(package), "--length", "96", "--source", "all-minilm-l6-v2",
+                                     "--backend", "mil", "--warmup", "0", "--calls", "2",
+                                     "--output", str(tmp_path / "b.json")]) == 0
+    result = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+    assert result["task"] == "embeddings" and result["component"]["timing"]["n"] == 2
+    assert result["full_path"]["tokens"] <= 96 and result["cost_model"]
