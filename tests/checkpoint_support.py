@@ -82,3 +82,20 @@ def write_random_checkpoint(directory: Path, raw: dict | None = None, seed: int 
                             bias_scale: float = 1.0) -> Path:
     raw = small_config() if raw is None else raw
     return write_checkpoint(directory, raw, checkpoint_tensors(raw, seed, bias_scale), tokenizer)
+
+
+def randomize_transformers_model(model, seed: int, dense_std: float | None = None) -> None:
+    """Non-trivial weights for a transformers model: dense N(0, dense_std^2) (default 1.5^2 / fan_in), embeddings
+    N(0, 1), norm weights 1 + N(0, 0.1^2), biases N(0, 0.1^2)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if "norm" in name.lower() and name.endswith("weight"):
+                parameter.copy_(1.0 + 0.1 * noise)
+            elif name.endswith("bias"):
+                parameter.copy_(0.1 * noise)
+            elif "embeddings" in name:
+                parameter.copy_(noise)
+            else:
+                parameter.copy_((1.5 / parameter.shape[1] ** 0.5 if dense_std is None else dense_std) * noise)

@@ -16,6 +16,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from checkpoint_support import randomize_transformers_model  # noqa: E402
+
 from experiments.ane_engineering import tolerances  # noqa: E402
 from experiments.ane_engineering.bc1s.models import bc1s_encoder  # noqa: E402
 from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint, load_checkpoint_dir  # noqa: E402
@@ -42,27 +44,11 @@ def _config(layers, hidden, heads, intermediate, eps, types):
         hidden_act="gelu", pad_token_id=0, attn_implementation="eager")
 
 
-def _randomize(model, seed: int) -> None:
-    """Non-trivial weights: dense N(0, 1.5^2 / fan_in), embeddings N(0, 1), norm weights 1 + noise, biases N(0, 0.1)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            if "layernorm" in name.lower() and name.endswith("weight"):
-                parameter.copy_(1.0 + 0.1 * noise)
-            elif name.endswith("bias"):
-                parameter.copy_(0.1 * noise)
-            elif "embeddings" in name:
-                parameter.copy_(noise)
-            else:
-                parameter.copy_(1.5 * noise / parameter.shape[1] ** 0.5)
-
-
 def _saved(tmp_path, case: str, model_class=None, seed: int = 0):
     layers, hidden, heads, intermediate, eps, types, length, segments = CASES[case]
     torch.manual_seed(seed)
     model = (model_class or transformers.BertModel)(_config(layers, hidden, heads, intermediate, eps, types)).eval()
-    _randomize(model, seed)
+    randomize_transformers_model(model, seed)
     model.save_pretrained(tmp_path / case)
     return model, tmp_path / case, length, segments, types
 
@@ -262,3 +248,22 @@ def test_bc1s_padding_values_do_not_reach_valid_tokens(minilm):
     with torch.no_grad():
         clean, dirty = model(**inputs)[..., :len(ids)], model(**noisy)[..., :len(ids)]
     assert np.array_equal(clean.numpy(), dirty.numpy())
+
+
+@pytest.mark.parametrize("kind", ["mlp", "layer", "encoder", "embedding"])
+def test_layout_check_of_every_bc1s_kind_passes_and_a_perturbation_breaks_it(tmp_path, kind):
+    """The probe's FP32 layout check (BC1S block vs the B x L x C reference) for the BERT family's kinds."""
+    from experiments.ane_engineering.export.layout_check import layout_check
+
+    _, directory, _, _, _ = _saved(tmp_path, "3x96-h3-eps1e-5-one-type")
+    checkpoint = load_checkpoint(str(directory))
+    result = layout_check(checkpoint, build_export_spec(checkpoint, kind, BUCKET, layer_index=1), layer_index=1)
+    assert result["passed"] and result["max_abs"] <= result["tolerance"]
+    spec = build_export_spec(checkpoint, kind, BUCKET, layer_index=1)
+    with torch.no_grad():  # the BC1S module holds views of the checkpoint's tensors: perturb its own copy
+        conv = {"mlp": lambda m: m.mlp.output, "layer": lambda m: m.layer.mlp.output,
+                "encoder": lambda m: m.layers[1].mlp.output,
+                "embedding": lambda m: m.encoder.layers[1].mlp.output}[kind](spec.module)
+        conv.weight.data = conv.weight.data.clone()
+        conv.weight.data[0, 0] += 0.5
+    assert not layout_check(checkpoint, spec, layer_index=1)["passed"]

@@ -90,12 +90,9 @@ class BertBC1SLayer(nn.Module):
         self.mlp = GeluConv(tensors, prefix)
         self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.output.LayerNorm", enc.layer_norm_eps)
 
-    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp_norm(x + self.mlp(x))  # (1, C, 1, L)
-
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
         x = self.attn_norm(x + self.attn(x, mask))  # (1, C, 1, L)
-        return self.feed_forward(x)  # (1, C, 1, L)
+        return self.mlp_norm(x + self.mlp(x))  # (1, C, 1, L)
 
 
 class BC1SBertEncoder(nn.Module):
@@ -135,38 +132,3 @@ class BC1SBertEncoder(nn.Module):
 
     def forward(self, embeddings: torch.Tensor, global_mask: torch.Tensor) -> torch.Tensor:
         return self.encode({"embeddings": embeddings, "global_mask": global_mask})  # (1, C, 1, L)
-
-
-class BertMLPBlock(nn.Module):
-    """One layer's FFN sub-block with its residual and LayerNorm: mlp_norm(x + ffn(x))."""
-
-    def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0):
-        super().__init__()
-        self.layer = BertBC1SLayer(config, tensors, index)
-        self.hidden, self.length = config.encoder.hidden_size, length
-
-    def input_names(self) -> list[str]:
-        return ["hidden_states"]
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
-        return self.layer.feed_forward(hidden_states)  # (1, C, 1, L)
-
-
-class BertLayerBlock(nn.Module):
-    """One full post-LN layer (full attention: the global mask)."""
-
-    mask_name = "global_mask"
-
-    def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0):
-        super().__init__()
-        self.layer = BertBC1SLayer(config, tensors, index)
-        self.hidden, self.length = config.encoder.hidden_size, length
-
-    def input_names(self) -> list[str]:
-        return ["hidden_states", self.mask_name]
-
-    def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
-        expect_shape(self.mask_name, mask, (1, self.length, 1, self.length))
-        return self.layer(hidden_states, mask)  # (1, C, 1, L)

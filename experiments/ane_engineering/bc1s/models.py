@@ -22,7 +22,7 @@ from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
 from .attention import SingleHeadAttention
-from .bert import BC1SBertEncoder
+from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
@@ -47,7 +47,9 @@ class RopeTables:
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeTables | None = None) -> BC1SLayer:
+                  ropes: RopeTables | None = None) -> nn.Module:
+    if is_bert(config):
+        return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
     ropes = ropes or RopeTables(length)
     prefix = f"layers.{index}"
@@ -188,12 +190,14 @@ class BC1SBody(nn.Module):
 
 
 class BC1SMLPBlock(nn.Module):
-    """One encoder layer's FFN sub-block with its norm and residual: x + ffn(mlp_norm(x))."""
+    """One encoder layer's FFN sub-block with its norm and residual: x + ffn(mlp_norm(x)) (pre-LN, ModernBERT) or
+    mlp_norm(x + ffn(x)) (post-LN, BERT)."""
 
     def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0):
         super().__init__()
         layer = encoder_layer(config, tensors, index, length)
         self.mlp_norm, self.mlp = layer.mlp_norm, layer.mlp
+        self.post_norm = is_bert(config)
         self.hidden, self.length = config.encoder.hidden_size, length
 
     def input_names(self) -> list[str]:
@@ -201,6 +205,8 @@ class BC1SMLPBlock(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
+        if self.post_norm:
+            return self.mlp_norm(hidden_states + self.mlp(hidden_states))  # (1, C, 1, L)
         return hidden_states + self.mlp(self.mlp_norm(hidden_states))  # (1, C, 1, L)
 
 

@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from ..bc1s.lora import LoraSpec
-from ..bc1s.bert import BertLayerBlock, BertMLPBlock
 from ..bc1s.embedding import BC1SSentenceEmbedder
 from ..bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
 from ..checkpoint.bert_config import is_bert
@@ -104,15 +103,14 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
                               f"<= {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
         raise ExportSpecError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
-    bert = is_bert(config)
-    if lora is not None and bert:
+    if lora is not None and is_bert(config):
         raise ExportSpecError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); "
                               f"{checkpoint.source} is a BERT encoder")
     if kind == "mlp":
-        module = (BertMLPBlock if bert else BC1SMLPBlock)(config, tensors, length, layer_index)
+        module = BC1SMLPBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) x + ffn(mlp_norm(x))")
     elif kind == "layer":
-        module = (BertLayerBlock if bert else BC1SLayerBlock)(config, tensors, length, layer_index)
+        module = BC1SLayerBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) output of the layer")
     elif kind == "encoder":
         module = bc1s_encoder(config, tensors, length, lora=lora)

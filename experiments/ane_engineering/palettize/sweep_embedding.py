@@ -3,25 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .. import gates
-
-
-def validate_embedding_package(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str,
-                               repeats: int) -> dict:
-    from ..checkpoint import load_checkpoint
-    from ..embedding.agent import EmbeddingAgent
-    from ..validation.embedding_golden import load_embedding_golden
-    from ..validation.embedding_run import validate_embeddings
-
-    checkpoint = load_checkpoint(source)
-    golden = load_embedding_golden(golden_path, checkpoint)
-    agent = EmbeddingAgent([package_dir], checkpoint, backend)
-    report = validate_embeddings(agent, golden, golden_path, list(agent.lengths), repeats)
-    report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    return report
 
 
 def embedding_row_fields(report: dict) -> dict:

@@ -33,18 +33,20 @@ def _task(package_dir: Path) -> str:
 
 
 def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str, repeats: int) -> dict:
-    if _task(package_dir) == "embeddings":
-        from .sweep_embedding import validate_embedding_package
-
-        return validate_embedding_package(package_dir, report_path, source, golden_path, backend, repeats)
     from ..checkpoint import load_checkpoint
-    from ..runtime import ANEAgent
-    from ..validation.gate_run import validate
-    from ..validation.golden import load_golden
+
+    if _task(package_dir) == "embeddings":
+        from ..embedding.agent import EmbeddingAgent as Agent
+        from ..validation.embedding_golden import load_embedding_golden as load_golden
+        from ..validation.embedding_run import validate_embeddings as validate
+    else:
+        from ..runtime import ANEAgent as Agent
+        from ..validation.gate_run import validate
+        from ..validation.golden import load_golden
 
     checkpoint = load_checkpoint(source)
     golden = load_golden(golden_path, checkpoint)
-    agent = ANEAgent([package_dir], checkpoint, backend)
+    agent = Agent([package_dir], checkpoint, backend)
     report = validate(agent, golden, golden_path, list(agent.lengths), repeats)
     report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return report

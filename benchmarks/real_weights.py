@@ -1,0 +1,125 @@
+"""Evidence: the whole chain on real pretrained weights (sentence-transformers/all-MiniLM-L6-v2, BERT family).
+
+Two task families, each through the same commands a user runs (every stage is a command's main()):
+
+- sentence embeddings on `all-minilm-l6-v2`: probe the encoder and the embedding graph at L96 and L192, FP32
+  golden embeddings, validation of both buckets through `mil` with the embedding gates, the palettization sweep at
+  L96 (W8/W6/W4 x uniform/kmeans x groups 32/16) under the embedding gates, benchmarks of both buckets;
+- decisions on `builtin:minilm-decision` (the real encoder under the built-in decision head): probe the body at L96
+  and L192, FP32 golden decisions, validation of both buckets, the sweep at L96 under the decision gates,
+  benchmarks of both buckets, and the FP16 range analysis on the trained encoder (outlier channels per site).
+
+    python benchmarks/real_weights.py --output benchmarks/evidence/real-weights-minilm
+
+A validation or sweep that fails its gates is recorded as it is (the stage log keeps each exit status); only a
+refusal or a crash stops the chain. Refuses an existing output; works in a staging sibling renamed at the end.
+Commit the JSON, Markdown and PNG files (the .mlpackage directories are large and regenerable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from experiments.ane_engineering import benchmark, golden, probe, sweep, validate  # noqa: E402
+from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
+from experiments.ane_engineering.cli import run_main  # noqa: E402
+from experiments.ane_engineering.evidence.fp16_range import write_range_evidence  # noqa: E402
+from experiments.ane_engineering.export.staging import refuse_existing_dir  # noqa: E402
+from experiments.ane_engineering.reproduce import (SWEEP_BITS, SWEEP_GROUPS, SWEEP_MODES, Chain,  # noqa: E402
+                                                   StageFailed, _run, relocate_paths)
+
+ENCODER = "all-minilm-l6-v2"
+DECISIONS = "builtin:minilm-decision"
+LENGTHS = (96, 192)
+
+
+STAGES = 2 + 2 * len(LENGTHS) + 2 + 1 + len(LENGTHS) + len(LENGTHS) + 3 + len(LENGTHS) + 2
+
+
+def command(chain: Chain, name: str, command_main, argv: list[str], expect_pass: bool = True) -> None:
+    """One command as a stage; its exit status goes into the stage log (1: ran, and its gates failed)."""
+    status = chain.stage(name, _run, command_main, argv, expect_pass=expect_pass)
+    chain.log[-1]["exit_status"] = status
+
+
+def run_chain(chain: Chain, root: Path, final_root: Path, jobs: int) -> None:
+    packages, benches = root / "packages", root / "benchmarks"
+    packages.mkdir()
+    benches.mkdir()
+    for source in (ENCODER, DECISIONS):
+        chain.stage(f"load {source}", load_checkpoint, source)
+    for kind in ("encoder", "embedding"):
+        for length in LENGTHS:
+            command(chain, f"probe {kind} L{length} ({ENCODER})", probe.main,
+                        ["--kind", kind, "--length", str(length), "--source", ENCODER,
+                         "--output", str(packages / f"{kind}-{length}"), "--require-ane", "--quiet"])
+    command(chain, "golden embeddings (FP32 reference)", golden.main,
+                ["--source", ENCODER, "--task", "embeddings", "--output", str(root / "golden-embeddings.json")])
+    command(chain, "validate embeddings L96 and L192", validate.main,
+                [a for length in LENGTHS for a in ("--package", str(packages / f"embedding-{length}"))]
+                + ["--source", ENCODER, "--golden", str(root / "golden-embeddings.json"), "--backend", "mil",
+                   "--output", str(root / "validation-embeddings.json")], expect_pass=False)
+    command(chain, "palettization sweep of the embedding package at L96", sweep.main,
+                ["--package", str(packages / "embedding-96"), "--source", ENCODER, "--golden",
+                 str(root / "golden-embeddings.json"), "--bits", SWEEP_BITS, "--modes", SWEEP_MODES,
+                 "--group-sizes", SWEEP_GROUPS, "--jobs", str(jobs), "--output", str(root / "sweep-embeddings")])
+    for length in LENGTHS:
+        command(chain, f"benchmark embedding L{length}", benchmark.main,
+                    ["--package", str(packages / f"embedding-{length}"), "--length", str(length), "--source", ENCODER,
+                     "--backend", "mil", "--output", str(benches / f"embedding-{length}.json")])
+    for length in LENGTHS:
+        command(chain, f"probe body L{length} ({DECISIONS})", probe.main,
+                    ["--kind", "body", "--length", str(length), "--source", DECISIONS,
+                     "--output", str(packages / f"body-{length}"), "--require-ane", "--quiet"])
+    command(chain, "golden decisions (FP32 reference)", golden.main,
+                ["--source", DECISIONS, "--output", str(root / "golden-decisions.json")])
+    command(chain, "validate decisions L96 and L192", validate.main,
+                [a for length in LENGTHS for a in ("--package", str(packages / f"body-{length}"))]
+                + ["--source", DECISIONS, "--golden", str(root / "golden-decisions.json"), "--backend", "mil",
+                   "--output", str(root / "validation-decisions.json")], expect_pass=False)
+    command(chain, "palettization sweep of the body at L96", sweep.main,
+                ["--package", str(packages / "body-96"), "--source", DECISIONS, "--golden",
+                 str(root / "golden-decisions.json"), "--bits", SWEEP_BITS, "--modes", SWEEP_MODES,
+                 "--group-sizes", SWEEP_GROUPS, "--jobs", str(jobs), "--output", str(root / "sweep-decisions")])
+    for length in LENGTHS:
+        command(chain, f"benchmark body L{length}", benchmark.main,
+                    ["--package", str(packages / f"body-{length}"), "--length", str(length), "--source", DECISIONS,
+                     "--backend", "mil", "--output", str(benches / f"body-{length}.json")])
+    chain.stage("FP16 range analysis on the trained encoder", write_range_evidence, load_checkpoint(DECISIONS),
+                root / "fp16_range.json", LENGTHS)
+    chain.stage("point evidence paths at the final directory", relocate_paths, root, root.resolve(),
+                final_root.resolve())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
+    args = parser.parse_args(argv)
+    output = refuse_existing_dir(args.output)
+    staging = output.parent / f".{output.name}.partial"
+    staging.mkdir()
+    started, status = time.perf_counter(), 0
+    chain = Chain(staging, STAGES)
+    try:
+        run_chain(chain, staging, output, args.jobs)
+    except StageFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        status = 1
+    finally:
+        (staging / "real_weights.json").write_text(json.dumps(
+            {"sources": [ENCODER, DECISIONS], "lengths": list(LENGTHS), "stages": chain.log,
+             "seconds": time.perf_counter() - started}, indent=1) + "\n", encoding="utf-8")
+    os.rename(staging, output if status == 0 else output.parent / f"{output.name}.failed-{time.strftime('%H%M%S')}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
