@@ -184,3 +184,17 @@ def test_validate_exits_1_when_the_embedding_gates_fail(minilm, minilm_packages,
     assert status == 1 and not report["passed"] and report["reasons"]
     assert report["summary"][str(LENGTH)]["min_cosine"] < gates.EMBEDDING_COSINE_MIN
     capsys.readouterr()
+
+
+def test_reference_embedder_matches_sentence_transformers(minilm, golden_and_ids):
+    """The FP32 golden embeddings are what sentence-transformers' own all-MiniLM-L6-v2 pipeline (Transformer ->
+    Pooling(mean) -> Normalize, read from the package's modules.json) computes, to FP32 rounding."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    texts = [t.text for t in load_texts()][::5]
+    model = sentence_transformers.SentenceTransformer(str(minilm.directory), device="cpu")
+    model.max_seq_length = minilm.config.encoder.max_position_embeddings  # its default 256 would truncate
+    expected = model.encode(texts, normalize_embeddings=False, convert_to_numpy=True)
+    embedder = ReferenceEmbedder(minilm)
+    ours = np.asarray([embedder.embed(token_ids(minilm.tokenizer, text))[0] for text in texts])
+    assert np.abs(np.linalg.norm(expected, axis=1) - 1).max() < 1e-5  # its pipeline normalises by itself
+    assert np.abs(ours - expected).max() < 1e-5
