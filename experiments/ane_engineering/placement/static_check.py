@@ -39,9 +39,10 @@ def load_program(package_path) -> tuple[object, object]:
 def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE) -> dict:
     """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report."""
     ctx = CheckContext(program, spec)
-    severity = {rule.id: rule.severity for rule in rules}
+    checked = [rule for rule in rules if rule.check is not None]  # documented-only rules have no check
+    severity = {rule.id: rule.severity for rule in checked}
     findings = []
-    for rule in rules:
+    for rule in checked:
         findings.extend(rule.check(ctx))
 
     non_constant = {op.name: op.op_type for op in ctx.non_constant_ops}
