@@ -73,6 +73,13 @@ def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CAT
     }
 
 
+def program_errors(report: dict) -> list[dict]:
+    """Error findings that are not a placement prediction: the program breaks a rule it must keep (e.g. a constant
+    that is not finite or does not fit FP16), whichever device runs it."""
+    off = set(report.get("predicted_off_ane", []))
+    return [f for f in report.get("findings", []) if f["severity"] == "error" and f["op"] not in off]
+
+
 def require_ane_gate(report: dict, allow_op_types: set[str] | frozenset[str] = frozenset()) -> tuple[bool, list[str]]:
     """Fail when the static rules predict any non-constant op off the ANE, unless its type is in `allow_op_types`.
 
