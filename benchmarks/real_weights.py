@@ -31,7 +31,7 @@ from experiments.ane_engineering import benchmark, golden, probe, sweep, validat
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
 from experiments.ane_engineering.cli import run_main  # noqa: E402
 from experiments.ane_engineering.evidence.fp16_range import write_range_evidence  # noqa: E402
-from experiments.ane_engineering.export.staging import refuse_existing_dir  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output, publish  # noqa: E402
 from experiments.ane_engineering.reproduce import (SWEEP_BITS, SWEEP_GROUPS, SWEEP_MODES, Chain,  # noqa: E402
                                                    StageFailed, _run, relocate_paths)
 
@@ -103,9 +103,9 @@ def main(argv=None) -> int:
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
     args = parser.parse_args(argv)
-    output = refuse_existing_dir(args.output)
+    output = check_output(args.output)
     staging = output.parent / f".{output.name}.partial"
-    staging.mkdir()
+    staging.mkdir()  # refused if another run left one: remove it after a look
     started, status = time.perf_counter(), 0
     chain = Chain(staging, STAGES)
     try:
@@ -117,7 +117,10 @@ def main(argv=None) -> int:
         (staging / "real_weights.json").write_text(json.dumps(
             {"sources": [ENCODER, DECISIONS], "lengths": list(LENGTHS), "stages": chain.log,
              "seconds": time.perf_counter() - started}, indent=1) + "\n", encoding="utf-8")
-    os.rename(staging, output if status == 0 else output.parent / f"{output.name}.failed-{time.strftime('%H%M%S')}")
+    if status == 0:
+        publish(staging, output)
+    else:
+        os.rename(staging, output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}")
     return status
 
 

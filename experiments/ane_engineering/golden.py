@@ -17,8 +17,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .cli import UsageError, add_source_argument, atomic_file, run_main
 from .decision.questions import FIXTURE_PATH, load_questions
+from .export.staging import check_output
 from .validation.golden import make_golden
 
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [args.adapter])
     checkpoint = load_checkpoint(args.source)
     task = args.task or ("decisions" if checkpoint.config.head is not None else "embeddings")
     if task == "embeddings":

@@ -24,6 +24,10 @@ def gate_fields() -> dict:
             "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND}
 
 
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
     gate = sweep["gate"]
     rows = [sweep["baseline"]] + sweep["candidates"]
@@ -39,11 +43,12 @@ def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        distance = None if row["min_cosine"] is None else 1 - row["min_cosine"]
         lines.append(
-            f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | {row['package_mb']:.3f} | "
-            f"{row['size_ratio_vs_fp16']:.3f} | {row['evaluated']} | {row['min_cosine']:.8f} | "
-            f"{1 - row['min_cosine']:.2e} | {row['max_abs_error']:.6f} | {row['max_similarity_error']:.6f} | "
-            f"{row['resolved_pairs_swapped']}/{row['resolved_pairs']} | "
+            f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | "
+            f"{_fmt(row['package_mb'], '.3f')} | {_fmt(row['size_ratio_vs_fp16'], '.3f')} | {row['evaluated']} | "
+            f"{_fmt(row['min_cosine'], '.8f')} | {_fmt(distance, '.2e')} | {_fmt(row['max_abs_error'], '.6f')} | "
+            f"{_fmt(row['max_similarity_error'], '.6f')} | {row['resolved_pairs_swapped']}/{row['resolved_pairs']} | "
             f"{row['top1_neighbour_agreement']}/{row['evaluated']} | {'pass' if row['passed'] else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
@@ -60,6 +65,8 @@ def plot(sweep: dict, path: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     for row in rows:
         size, label = row["package_mb"], row["name"]
+        if size is None or row["min_cosine"] is None or row["max_similarity_error"] is None:
+            continue  # refused or non-finite: no figure to plot (the table lists it as FAIL)
         color = "tab:green" if row["passed"] else "tab:red"
         distance = max(1.0 - row["min_cosine"], 1e-9)
         left.scatter(size, distance, marker=markers[row["mode"]], color=color)

@@ -16,6 +16,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from .. import gates
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
 from .candidate import package_bytes, palettize_candidate
 
@@ -77,19 +78,35 @@ def _row(name: str, settings: dict | None, package_dir: Path, report: dict, repo
     }
 
 
+def _refused_row(name: str, settings: dict, error: HarnessError, task: str = "decisions") -> dict:
+    """A candidate that could not be made or run: failed, with the reason, and no figures."""
+    figures = ({"min_cosine": None, "max_abs_error": None, "max_similarity_error": None, "resolved_pairs": None,
+                "resolved_pairs_swapped": None, "top1_neighbour_agreement": None} if task == "embeddings" else
+               {"argmax_matches": 0, "max_calibrated_error": None, "max_action_probability_error": None,
+                "max_option_logit_error": None, "max_action_logit_error": None})
+    return {"name": name, **settings, "package": None, "package_bytes": None, "package_mb": None,
+            "palettize_seconds": None, "length": None, "evaluated": 0, "skipped": 0, **figures, "passed": False,
+            "failed_reasons": [f"refused: {error}"], "validation": None}
+
+
 def run_candidate(job: dict) -> dict:
-    """Worker: palettize one candidate and validate it. Runs in a fresh process."""
+    """Worker: palettize one candidate and validate it. Runs in a fresh process. A candidate the harness refuses
+    (e.g. a palettization that changes nothing) is a failed row, so the other candidates still run."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)
     output = Path(job["output"])
-    report = palettize_candidate(Path(job["parent"]), output, job["bits"], job["mode"], job["group_size"],
-                                 workers=job["kmeans_workers"], implementation=job["implementation"])
-    report_path = output / VALIDATION_NAME
-    validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
     settings = {"bits": job["bits"], "mode": job["mode"], "group_size": job["group_size"],
-                "implementation": report["compression"]["implementation"]}
+                "implementation": job["implementation"]}
+    try:
+        report = palettize_candidate(Path(job["parent"]), output, job["bits"], job["mode"], job["group_size"],
+                                     workers=job["kmeans_workers"], implementation=job["implementation"])
+        settings["implementation"] = report["compression"]["implementation"]
+        report_path = output / VALIDATION_NAME
+        validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
+    except HarnessError as error:
+        return _refused_row(output.name, settings, error, _task(Path(job["parent"])))
     return _row(output.name, settings, output, validation, report_path, report["seconds"])
 
 
@@ -100,6 +117,7 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
     candidates_dir = output / "candidates"
     candidates_dir.mkdir(parents=True)
     started = time.perf_counter()
+    task = _task(parent)
     print(f"[sweep] validating the FP16 parent {parent}", file=sys.stderr, flush=True)
     baseline_path = candidates_dir / "fp16-validation.json"  # never write into the parent export
     baseline = _row("fp16", None, parent, _validate(parent, baseline_path, source, golden, backend, repeats),
@@ -114,13 +132,13 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
         for done, future in enumerate(as_completed(futures), start=1):
             row = future.result()
             rows.append(row)
-            errors = (f"min cosine {row['min_cosine']:.8f}, max abs error {row['max_abs_error']:.6f}"
-                      if "min_cosine" in row else f"max calibrated error {row['max_calibrated_error']:.5f}, max "
-                      f"option-logit error {row['max_option_logit_error']:.4f}")
-            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_bytes'] / 1e6:.2f} MB, {errors}"
-                  f" -> {'pass' if row['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
+            errors = (f"min cosine {row['min_cosine']}, max abs error {row['max_abs_error']}" if task == "embeddings"
+                      else f"max calibrated error {row['max_calibrated_error']}, max option-logit error "
+                      f"{row['max_option_logit_error']}")
+            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_mb']} MB, {errors} -> "
+                  f"{'pass' if row['passed'] else 'FAIL: ' + '; '.join(row['failed_reasons'][:2])}",
+                  file=sys.stderr, flush=True)
     rows.sort(key=lambda r: (-r["bits"], r["mode"], r["group_size"]))
-    task = _task(parent)
     if task == "embeddings":
         from .sweep_embedding import gate_fields
 
@@ -128,7 +146,8 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
     else:
         gate = {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats}
     for row in [baseline] + rows:
-        row["size_ratio_vs_fp16"] = round(row["package_bytes"] / baseline["package_bytes"], 3)
+        row["size_ratio_vs_fp16"] = (None if row["package_bytes"] is None
+                                     else round(row["package_bytes"] / baseline["package_bytes"], 3))
     return {
         "format": "ane-engineering/evidence/sweep/1",
         "parent": {"path": str(parent), **{k: baseline[k] for k in ("package_bytes", "length")}},
