@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ..errors import HarnessError
 from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_tensors
 from .config import ModelConfig, head_config_to_json, parse_config
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
@@ -43,8 +44,8 @@ LAYOUT_TOKENS = {"cls_token_id": 101, "sep_token_id": 102, "marker_token_id": 10
 HEAD_DIMENSIONS = dict(layers=2, heads=12, intermediate=768, scorer=384)
 
 
-class FitMissingError(RuntimeError):
-    """The committed fit is absent: a repository problem, not a user's request."""
+class FitMissingError(HarnessError):
+    """The committed fit is absent (a damaged checkout); the message says how to make it."""
 
 
 def decision_raw_config(encoder_dir: Path) -> dict:
