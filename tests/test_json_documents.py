@@ -79,3 +79,24 @@ def test_read_json_names_the_file_and_raises_the_callers_error_class(tmp_path):
     path.write_text('{"size": 0, "scale": 1}')
     with pytest.raises(MyError, match=rf"{path}: field 'size' must be at least 1"):
         read_json(path, SCHEMA, MyError)
+
+
+def test_every_declared_schema_is_valid_draft_2020_12():
+    """Every module-level *_SCHEMA in the harness is itself a valid Draft 2020-12 schema."""
+    import importlib
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    root = Path(__file__).resolve().parent.parent
+    package = root / "experiments" / "ane_engineering"
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        if "_SCHEMA" not in path.read_text(encoding="utf-8"):
+            continue
+        module = importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts))
+        found.update({f"{module.__name__}.{name}": value for name, value in vars(module).items()
+                      if name.endswith("_SCHEMA") and isinstance(value, dict)})
+    assert found
+    for name, schema in found.items():
+        Draft202012Validator.check_schema(schema)

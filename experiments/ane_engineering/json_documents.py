@@ -10,6 +10,8 @@ NaN/Infinity literals and number literals that overflow to infinity (JSON has no
 keys (the last one would silently win), lone surrogates in strings, and nesting deeper than MAX_NESTING (Python's
 parser raises RecursionError near 1,000 levels; no document here needs more than a few).
 
+tokenizer.json is the one exception: the tokenizers library defines that format and checks it when it loads it.
+
 The schemas use two strict types: "integer" is an int and never a bool or 4.0, "number" is an int or float that a
 float can hold (10**400 is an integer but not a number, so it cannot reach float() and overflow). A refusal names
 the file, the JSON path and the field: "config.json decision_head: field 'num_layers' must be at most 16384 (...)".
@@ -33,7 +35,7 @@ class DocumentError(HarnessError):
     """A JSON document that is not what the harness reads."""
 
 
-class _Refused(Exception):
+class _Refused(HarnessError):
     """Raised inside json.loads hooks; turned into the caller's error class with the file named."""
 
 
@@ -168,15 +170,13 @@ def describe(problem, where: str) -> str:
     """One line from a jsonschema ValidationError: '<where> <object path>: field '<name>' <what is wrong>'."""
     path = list(problem.absolute_path)
     kind, expected, value, schema = problem.validator, problem.validator_value, problem.instance, problem.schema
-    if kind in ("required", "additionalProperties", "minProperties"):  # about the object itself, at `path`
+    if kind in ("required", "additionalProperties"):  # about the fields of the object at `path`
         location = f"{where} {json_path(path)}" if path else where
         if kind == "required":
             missing = [key for key in expected if key not in value]
             return f"{location}: missing required field '{missing[0]}'"
-        if kind == "additionalProperties":
-            known = set(schema.get("properties", {}))
-            return f"{location}: unknown field(s) {sorted(k for k in value if k not in known)}"
-        return f"{location}: must not be empty"
+        known = set(schema.get("properties", {}))
+        return f"{location}: unknown field(s) {sorted(k for k in value if k not in known)}"
     keys = [i for i, part in enumerate(path) if isinstance(part, str)]
     if not keys:
         subject, location = ("top level" if not path else f"entry {json_path(path)}"), where
@@ -209,6 +209,8 @@ def _problem(kind: str, expected, value, reason: str) -> str:
         return f"must list {'at least' if kind == 'minItems' else 'at most'} {expected} entries, got {len(value)}"
     if kind == "uniqueItems":
         return f"must not repeat an entry, got {_short(value)}"
+    if kind == "minProperties":
+        return "must not be empty" if expected == 1 else f"must have at least {expected} fields"
     if kind == "minLength":
         return "must not be empty" if expected == 1 else f"must be at least {expected} characters long"
     if kind in ("maxLength", "pattern"):
