@@ -27,9 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import UsageError, atomic_file, refuse_existing, run_main  # noqa: E402
+from experiments.ane_engineering.cli import UsageError, atomic_file, run_main  # noqa: E402
 from experiments.ane_engineering.evidence import cost_model  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    tool_versions,
+)
+from experiments.ane_engineering.export.staging import check_output
 
 FORMAT = "ane-engineering/evidence/cost-model/1"
 LABEL = "prediction (static cost model of the MIL program; not a measurement)"
@@ -138,7 +143,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-op", action="store_true", help="include one record per op (large)")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
 
     chips = cost_model.load_chips()
     with tempfile.TemporaryDirectory(dir=args.output.parent, prefix=".cost-model-") as scratch:

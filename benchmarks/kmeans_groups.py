@@ -135,9 +135,9 @@ def main(argv=None) -> int:
     import_s = time.perf_counter() - t0
     compile_s = ke.warmup()  # first call: numba compile, or loading the on-disk cache (cache=True)
     warm_s = ke.warmup()
-    from coremltools.optimize.coreml._quantization_passes import palettize_weights as pw
     import coremltools
     import numba
+    from coremltools.optimize.coreml._quantization_passes import palettize_weights as pw
 
     rng = np.random.default_rng(args.seed)
     config = counts = None

@@ -21,10 +21,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file, refuse_existing  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    tool_versions,
+)
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
 from experiments.ane_engineering.export.probe_run import peak_rss_bytes  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output
 
 GOAL_RATIO, GOAL_RSS_BYTES = 2.0, 2 * 10**9
 CHILD = """
@@ -50,7 +55,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternating executor/torch calls after one warm-up")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
 
     import torch
 

@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .cli import UsageError, add_source_argument, atomic_file, run_main
 from .execute.backends import BACKEND_CHOICES
+from .export.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     from .export.manifest import read_manifest
 
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [args.package, args.vs])
     if read_manifest(args.package)["length"] != args.length:
         raise UsageError(f"--length {args.length} does not match the package's bucket")
     overrides = {k: v for k, v in (("warmup", args.warmup), ("calls", args.calls)) if v is not None}

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ..bc1s.attention import half_major_rows
-from ..bc1s.lora import LoraSpec
+from ..bc1s.lora import LoraSpec, LoraSpecError
 from ..checkpoint import Checkpoint
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
@@ -34,6 +34,9 @@ from ..json_documents import check, open_object
 
 class AdapterError(HarnessError):
     """An adapter that does not fit the package or the checkpoint."""
+
+
+ADAPTER_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass
@@ -74,6 +77,9 @@ def make_adapter(config: ModelConfig, spec: LoraSpec, kind: str, tensors: dict[s
     out = {}
     for key, shape in expected.items():
         value = tensors[key]
+        if value.dtype not in ADAPTER_DTYPES:  # int8 would truncate small values to 0; float64 is not a format we write
+            raise AdapterError(f"adapter tensor '{key}' is {str(value.dtype).removeprefix('torch.')}; adapters are "
+                               f"{', '.join(str(d).removeprefix('torch.') for d in ADAPTER_DTYPES)}")
         if tuple(value.shape) != shape:
             raise AdapterError(f"adapter tensor '{key}' has shape {list(value.shape)}, expected {list(shape)} (rank {spec.rank})")
         value = value.to(torch.float32)
@@ -100,7 +106,11 @@ def read_spec(path: Path) -> LoraSpec:
     except Exception as error:  # not safetensors: refuse, never fall back to another loader
         raise AdapterError(f"{path}: not a readable safetensors adapter ({error})") from error
     check(metadata, ADAPTER_METADATA_SCHEMA, f"{path} metadata", AdapterError)
-    return LoraSpec(int(metadata["rank"]), float(metadata["alpha"]), tuple(metadata["targets"].split(",")))
+    try:
+        return LoraSpec(int(metadata["rank"]), float(metadata["alpha"]), tuple(metadata["targets"].split(",")))
+    except LoraSpecError as error:
+        raise AdapterError(f"{path}: metadata must give a positive integer rank, a positive finite alpha and "
+                           f"targets ({error})") from error
 
 
 def load_adapter(path: Path, config: ModelConfig, spec: LoraSpec | None = None, kind: str = "body") -> Adapter:

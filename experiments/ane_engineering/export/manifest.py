@@ -35,8 +35,7 @@ MANIFEST_SCHEMA = open_object({
     "length": {**POSITIVE_INTEGER, "maximum": MAX_DIMENSION}, "source": SOURCE_HASHES,
     "model_config": {"type": "object"},
     "package": open_object({
-        # a file name inside the package directory: never a path that leads elsewhere
-        "path": {"type": "string", "pattern": r"^(?!\.\.?$)[^/\\]+$", "description": "a name inside the package directory"},
+        "path": NON_EMPTY_STRING,  # that it stays inside the package directory is package_path's check
         "content_hash": open_object({"sha256": SHA256, "files": {"type": "object", "additionalProperties": SHA256}}),
     }),
     "io": open_object({"inputs": array_of(TENSOR_CONTRACT), "outputs": array_of(TENSOR_CONTRACT, 1)}),
@@ -85,6 +84,23 @@ def manifest_for(checkpoint: Checkpoint, spec: ExportSpec, package_hash: dict, l
 
 def write_manifest(directory: Path, manifest: dict) -> None:
     (Path(directory) / MANIFEST_NAME).write_text(json.dumps(seal(manifest), indent=2) + "\n", encoding="utf-8")
+
+
+def package_path(package_dir: Path, manifest: dict) -> Path:
+    """The manifest's package, which must lie inside `package_dir`: a relative path without '..' that does not
+    resolve (through a symlink) anywhere else. Otherwise an edited and re-sealed manifest could send every reader to
+    another package's bytes."""
+    relative = manifest["package"]["path"]  # a non-empty string (MANIFEST_SCHEMA)
+    parts = Path(relative).parts
+    if Path(relative).is_absolute() or ".." in parts or "\\" in relative:
+        raise ManifestError(f"{package_dir}: package path {relative!r} must be relative to the package directory "
+                            "and stay inside it")
+    root = Path(package_dir).resolve()
+    resolved = (root / relative).resolve()
+    if root not in resolved.parents:
+        raise ManifestError(f"{package_dir}: package path {relative!r} resolves to {resolved}, outside the package "
+                            "directory (a symlink leading out)")
+    return Path(package_dir) / relative
 
 
 def read_manifest(package_dir: Path) -> dict:

@@ -24,7 +24,7 @@ def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
     for row in rows:
         lines.append(
             f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | "
-            f"{row['package_mb']:.3f} | {row['size_ratio_vs_fp16']:.3f} | "
+            f"{_fmt(row['package_mb'], 3)} | {_fmt(row['size_ratio_vs_fp16'], 3)} | "
             f"{row['argmax_matches']}/{row['evaluated']} | {_fmt(row['max_calibrated_error'])} | "
             f"{_fmt(row['max_action_probability_error'])} | {_fmt(row['max_option_logit_error'], 4)} | "
             f"{_fmt(row['max_action_logit_error'], 4)} | {'pass' if row['passed'] else 'FAIL'} |")
@@ -44,6 +44,8 @@ def plot(sweep: dict, path: Path) -> None:
     for row in rows:
         size = row["package_mb"]
         label = row["name"]
+        if size is None or row["max_calibrated_error"] is None:
+            continue  # refused or non-finite: no figure to plot (the table lists it as FAIL)
         color = "tab:green" if row["passed"] else "tab:red"
         left.scatter(size, max(row["max_calibrated_error"], 1e-7), marker=markers[row["mode"]], color=color)
         left.annotate(label, (size, max(row["max_calibrated_error"], 1e-7)), fontsize=7, xytext=(3, 3),
