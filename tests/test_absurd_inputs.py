@@ -49,10 +49,11 @@ def write_config(directory: Path, text: str) -> Path:
 
 # --- configs ------------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("value", [10**8, 10**400], ids=["1e8", "1e400"])
 @pytest.mark.parametrize("section, field", [(None, "num_hidden_layers"), ("decision_head", "num_layers")])
-def test_a_hundred_million_layers_are_refused_before_anything_is_built(capsys, tmp_path, section, field):
+def test_a_hundred_million_layers_are_refused_before_anything_is_built(capsys, tmp_path, section, field, value):
     raw = small_config()
-    (raw[section] if section else raw)[field] = 10**8
+    (raw[section] if section else raw)[field] = value
     directory = write_random_checkpoint(tmp_path / "ckpt", small_config())
     (directory / "config.json").write_text(json.dumps(raw), encoding="utf-8")
     line = encode_refuses(capsys, tmp_path, directory)
@@ -104,6 +105,11 @@ def test_an_integer_too_large_for_a_float_field_is_refused(capsys, tmp_path, fie
     (directory / "config.json").write_text(text, encoding="utf-8")
     line = encode_refuses(capsys, tmp_path, directory)
     assert f"field '{field}' must be a number a float can hold, got an integer of 401 digits" in line
+
+
+def test_a_vocabulary_beyond_32_bit_token_ids_is_refused():
+    with pytest.raises(ConfigError, match=r"field 'vocab_size' must be at most 4294967296 \(token ids are 32-bit"):
+        parse_config(small_config(vocab_size=10**400))
 
 
 def test_a_200000_deep_config_is_refused(capsys, tmp_path):

@@ -12,8 +12,9 @@ parser raises RecursionError near 1,000 levels; no document here needs more than
 
 tokenizer.json is the one exception: the tokenizers library defines that format and checks it when it loads it.
 
-The schemas use two strict types: "integer" is an int and never a bool or 4.0, "number" is an int or float that a
-float can hold (10**400 is an integer but not a number, so it cannot reach float() and overflow). A refusal names
+The schemas use two strict types: "integer" is an int and never a bool or 4.0; "number" is an int or a finite float,
+and where only a number is allowed the int must fit in a float (10**400 in a float field is refused, so it cannot
+reach float() and overflow; as an integer it still meets the field's bounds, which compare it exactly). A refusal names
 the file, the JSON path and the field: "config.json decision_head: field 'num_layers' must be at most 16384 (...)".
 """
 
@@ -130,16 +131,29 @@ def _is_integer(checker, instance) -> bool:
 def _is_number(checker, instance) -> bool:
     if isinstance(instance, float):
         return math.isfinite(instance)
-    return _is_integer(checker, instance) and abs(instance) <= sys.float_info.max
+    return _is_integer(checker, instance)  # of any size, so bounds (maximum, ...) still compare it exactly
+
+
+def _float_can_hold(instance) -> bool:
+    return not _is_integer(None, instance) or abs(instance) <= sys.float_info.max
 
 
 def _validator(schema: dict):
     cached = _VALIDATORS.get(id(schema))
     if cached is None or cached[0] is not schema:
-        from jsonschema import Draft202012Validator, validators
+        from jsonschema import Draft202012Validator, ValidationError, validators
+
+        standard_type = Draft202012Validator.VALIDATORS["type"]
+
+        def type_keyword(validator, types, instance, schema):
+            """The standard check, plus: a value that may only be a number must fit in a float."""
+            yield from standard_type(validator, types, instance, schema)
+            wanted = [types] if isinstance(types, str) else types
+            if "number" in wanted and "integer" not in wanted and not _float_can_hold(instance):
+                yield ValidationError(f"{len(str(abs(instance)))}-digit integer is not a float")
 
         checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
-        strict = validators.extend(Draft202012Validator, type_checker=checker)
+        strict = validators.extend(Draft202012Validator, validators={"type": type_keyword}, type_checker=checker)
         cached = _VALIDATORS[id(schema)] = (schema, strict(schema))
     return cached[1]
 
@@ -192,7 +206,7 @@ def describe(problem, where: str) -> str:
 def _problem(kind: str, expected, value, reason: str) -> str:
     if kind == "type":
         wanted = [expected] if isinstance(expected, str) else list(expected)
-        if "number" in wanted and _is_integer(None, value):
+        if "number" in wanted and not _float_can_hold(value):
             return f"must be a number a float can hold, got an integer of {len(str(abs(value)))} digits"
         return f"must be {' or '.join(_TYPE_NAMES[t] for t in wanted)}, got {_type_name(value)} {_short(value)}"
     if kind == "enum":
@@ -201,10 +215,11 @@ def _problem(kind: str, expected, value, reason: str) -> str:
         return f"{_short(value)} is not supported (expected {expected!r})"
     if kind == "exclusiveMinimum":
         return (f"must be a positive number, got {_short(value)}" if expected == 0
-                else f"must be greater than {expected}{reason}, got {_short(value)}")
-    bounds = {"minimum": "at least", "maximum": "at most", "exclusiveMaximum": "less than"}
-    if kind in bounds:
-        return f"must be {bounds[kind]} {expected}{reason}, got {_short(value)}"
+                else f"must be greater than {expected}, got {_short(value)}")
+    if kind == "minimum":
+        return f"must be at least {expected}, got {_short(value)}"
+    if kind in ("maximum", "exclusiveMaximum"):  # a cap: the description says where it comes from
+        return f"must be {'at most' if kind == 'maximum' else 'less than'} {expected}{reason}, got {_short(value)}"
     if kind in ("minItems", "maxItems"):
         return f"must list {'at least' if kind == 'minItems' else 'at most'} {expected} entries, got {len(value)}"
     if kind == "uniqueItems":

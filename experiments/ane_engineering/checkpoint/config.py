@@ -123,22 +123,24 @@ class ModelConfig:
 # Schemas: the structure and per-field bounds of config.json (json_documents.py); relations between fields
 # (divisibility, vocabulary ranges, layer lists, RoPE agreement) are checked in code below.
 # ----------------------------------------------------------------------------------------------------------------
-def _device_dimension(minimum: int = 1, what: str = "") -> dict:
+def _device_dimension(minimum: int = 1) -> dict:
     return {"type": "integer", "minimum": minimum, "maximum": MAX_DIMENSION,
-            "description": f"{what}a tensor dimension on the device; Core ML loads none above {MAX_DIMENSION}"}
+            "description": f"a tensor dimension on the device; Core ML loads none above {MAX_DIMENSION}"}
 
 
 LAYER_COUNT = {"type": "integer", "minimum": 1, "maximum": MAX_LAYERS,
                "description": f"LoRA exports stack every layer on one device axis of at most {MAX_DIMENSION}"}
-# Host-only sizes (the vocabulary table, the action head): bounded by the host memory they imply (tensors.py).
+# Host-only sizes (the vocabulary table, the action head): bounded by the host memory they imply (tensors.py);
+# token ids are also 32-bit unsigned integers in the tokenizers library.
 HOST_SIZE = POSITIVE_INTEGER
+VOCAB_SIZE = {**POSITIVE_INTEGER, "maximum": 2**32, "description": "token ids are 32-bit in the tokenizers library"}
 TOKEN_ID = NON_NEGATIVE_INTEGER
 
 MODERNBERT_SCHEMA = open_object(
     {
         "hidden_size": _device_dimension(), "num_hidden_layers": LAYER_COUNT,
         "num_attention_heads": _device_dimension(), "intermediate_size": _device_dimension(),
-        "vocab_size": HOST_SIZE, "local_attention": _device_dimension(what="the attention window, "),
+        "vocab_size": VOCAB_SIZE, "local_attention": _device_dimension(),
         "norm_eps": POSITIVE_NUMBER, "norm_bias": BOOLEAN, "attention_bias": BOOLEAN, "mlp_bias": BOOLEAN,
         "hidden_activation": {"enum": list(ENCODER_ACTIVATIONS)}, "pad_token_id": TOKEN_ID,
     },
@@ -162,7 +164,7 @@ DECISION_HEAD_SCHEMA = closed_object(
         "format_version": {"const": 1}, "num_layers": LAYER_COUNT,
         "num_attention_heads": _device_dimension(), "intermediate_size": _device_dimension(),
         "activation": {"enum": list(HEAD_ACTIVATIONS)}, "rope_theta": POSITIVE_NUMBER,
-        "num_token_types": _device_dimension(3, "question, option and marker types; "),
+        "num_token_types": _device_dimension(3),
         "scorer_hidden_size": _device_dimension(), "max_markers": _device_dimension(),
         "marker_token_id": TOKEN_ID, "cls_token_id": TOKEN_ID, "sep_token_id": TOKEN_ID,
         "output_decimals": {"type": "integer", "minimum": 1, "maximum": 8},
