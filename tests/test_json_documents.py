@@ -81,6 +81,16 @@ def test_read_json_names_the_file_and_raises_the_callers_error_class(tmp_path):
         read_json(path, SCHEMA, MyError)
 
 
+def test_a_file_that_changes_after_passing_is_checked_again(tmp_path):
+    """read_json skips a second validation only for the very same bytes."""
+    path = tmp_path / "doc.json"
+    path.write_text('{"size": 1, "scale": 1}')
+    assert read_json(path, SCHEMA) == read_json(path, SCHEMA) == {"size": 1, "scale": 1}
+    path.write_text('{"size": 0, "scale": 1}')
+    with pytest.raises(DocumentError, match="field 'size' must be at least 1"):
+        read_json(path, SCHEMA)
+
+
 def test_every_declared_schema_is_valid_draft_2020_12():
     """Every module-level *_SCHEMA in the harness is itself a valid Draft 2020-12 schema."""
     import importlib
