@@ -86,12 +86,14 @@ def main(argv=None) -> int:
 
 
 def read_package_kind(package: Path) -> str | None:
+    """The kind a package's manifest declares, or None when it cannot be read (the body path then refuses it in its
+    own order: the golden file first, then each package)."""
     from .export.manifest import ManifestError, read_manifest
 
     try:
         return read_manifest(package).get("kind")
-    except ManifestError as error:
-        raise UsageError(str(error)) from error
+    except (ManifestError, OSError):
+        return None
 
 
 def validate_embedding_packages(args) -> int:

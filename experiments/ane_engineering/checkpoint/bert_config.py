@@ -4,18 +4,37 @@ A BERT encoder differs from ModernBERT in every layer: learned absolute position
 embeddings summed with the word embeddings, post-LN layers (attention -> residual -> LayerNorm; erf-GELU FFN ->
 residual -> LayerNorm), biases on every dense layer and norm, full attention everywhere, no final norm. The fields
 below are the ones that decide the function; training-only fields (dropout, initializer range) are ignored.
-Every field is type-checked and a bad one is refused by name, as for ModernBERT (config.py).
+Their structure and bounds are the JSON Schema BERT_SCHEMA, checked by json_documents.check (which names the
+field on any problem); the relations between fields are checked after it, as for ModernBERT (config.py, whose
+FAMILIES registers this parser under "bert").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import GELU_ERF_NAMES, ConfigError, _positive, _take
+from ..json_documents import POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
+from .config import GELU_ERF_NAMES, LAYER_COUNT, TOKEN_ID, VOCAB_SIZE, ConfigError, _device_dimension
 
 BERT_MODEL_TYPE = "bert"
 # Only the absolute (learned table) position embedding is implemented; relative_key variants change attention.
 POSITION_EMBEDDING_TYPES = ("absolute",)
+
+BERT_SCHEMA = open_object(
+    {
+        "model_type": {"const": BERT_MODEL_TYPE},
+        "hidden_size": _device_dimension(), "num_hidden_layers": LAYER_COUNT,
+        "num_attention_heads": _device_dimension(), "intermediate_size": _device_dimension(),
+        "vocab_size": VOCAB_SIZE, "hidden_act": {"enum": list(GELU_ERF_NAMES)}, "layer_norm_eps": POSITIVE_NUMBER,
+        # Host tables: the position table bounds the bucket (export/kinds.py refuses longer ones), never the device.
+        "max_position_embeddings": POSITIVE_INTEGER,
+    },
+    {
+        "type_vocab_size": {**POSITIVE_INTEGER, "description": "rows of the token-type table; requests use type 0"},
+        "position_embedding_type": {"enum": list(POSITION_EMBEDDING_TYPES)},
+        "pad_token_id": TOKEN_ID,
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -59,30 +78,17 @@ def is_bert(config) -> bool:
     return isinstance(getattr(config, "encoder", config), BertEncoderConfig)
 
 
-def parse_bert_encoder(raw: dict) -> BertEncoderConfig:
-    where = "config.json (model_type bert)"
-    counts = {key: _take(raw, key, (int,), where) for key in (
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-        "max_position_embeddings")}
-    for key, value in counts.items():
-        _positive(value, key, where)
-    hidden, heads = counts["hidden_size"], counts["num_attention_heads"]
+def parse_bert_encoder(raw: dict, where: str = "config.json") -> BertEncoderConfig:
+    """A BERT encoder from config.json fields checked against BERT_SCHEMA, then their relations."""
+    check(raw, BERT_SCHEMA, where, ConfigError)
+    hidden, heads, vocab = raw["hidden_size"], raw["num_attention_heads"], raw["vocab_size"]
     if hidden % heads:
         raise ConfigError(f"{where}: field 'hidden_size' ({hidden}) must be a multiple of num_attention_heads ({heads})")
-    types = _take(raw, "type_vocab_size", (int,), where, 2)
-    if types < 1:
-        raise ConfigError(f"{where}: field 'type_vocab_size' must be at least 1 (requests use type 0), got {types}")
-    activation = _take(raw, "hidden_act", (str,), where)
-    if activation not in GELU_ERF_NAMES:
-        raise ConfigError(f"{where}: field 'hidden_act' {activation!r} is not supported (known: {GELU_ERF_NAMES})")
-    position_type = _take(raw, "position_embedding_type", (str,), where, "absolute")
-    if position_type not in POSITION_EMBEDDING_TYPES:
-        raise ConfigError(f"{where}: field 'position_embedding_type' {position_type!r} is not supported "
-                          f"(known: {POSITION_EMBEDDING_TYPES})")
-    eps = _take(raw, "layer_norm_eps", (float,), where)
-    _positive(eps, "layer_norm_eps", where)
-    pad = _take(raw, "pad_token_id", (int,), where, 0)
-    if not 0 <= pad < counts["vocab_size"]:
-        raise ConfigError(f"{where}: field 'pad_token_id' {pad} is outside the vocabulary of {counts['vocab_size']}")
-    return BertEncoderConfig(**counts, hidden_act=activation, type_vocab_size=types, layer_norm_eps=eps,
-                             pad_token_id=pad)
+    pad = raw.get("pad_token_id", 0)
+    if not pad < vocab:
+        raise ConfigError(f"{where}: field 'pad_token_id' {pad} is outside the vocabulary of {vocab}")
+    return BertEncoderConfig(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=raw["num_hidden_layers"], num_attention_heads=heads,
+        intermediate_size=raw["intermediate_size"], hidden_act=raw["hidden_act"],
+        max_position_embeddings=raw["max_position_embeddings"], type_vocab_size=raw.get("type_vocab_size", 2),
+        layer_norm_eps=float(raw["layer_norm_eps"]), pad_token_id=pad)

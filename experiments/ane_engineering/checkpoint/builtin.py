@@ -27,8 +27,9 @@ import torch
 from safetensors.torch import save_file
 
 from ..errors import HarnessError
+from ..json_documents import read_json
 from .config import ModelConfig, head_config_to_json, parse_config
-from .tensors import ACTION_FEATURES, expected_tensors
+from .tensors import ACTION_FEATURES, expected_tensors, require_host_memory
 from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 MIN_DECISION_MARGIN = 0.5  # logits; see module docstring and README "Why builtin:tiny decisions have margins"
@@ -141,12 +142,13 @@ def build_builtin(name: str, directory: Path) -> dict:
     raw = BUILTINS[name]
     config = parse_config(raw)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
+    require_host_memory(config, f"builtin:{name}")
     tensors = random_tensors(config, BUILTIN_SEED)
     meta = {"name": name, "seed": BUILTIN_SEED}
     if name == "tiny":
-        from .margins import FIT_PATH, apply_fit
+        from .margins import FIT_PATH, FIT_SCHEMA, apply_fit
 
-        tensors = apply_fit(tensors, json.loads(FIT_PATH.read_text(encoding="utf-8")))
+        tensors = apply_fit(tensors, read_json(FIT_PATH, FIT_SCHEMA))
         margins = decision_margins(config, tensors)
         if min(margins.values()) < MIN_DECISION_MARGIN:
             raise RuntimeError(f"builtin:tiny decision margins {margins} fell below {MIN_DECISION_MARGIN}; "

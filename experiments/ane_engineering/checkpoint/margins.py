@@ -25,10 +25,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..json_documents import NUMBER, POSITIVE_INTEGER, SHA256, array_of, closed_object, open_object
 from .config import ModelConfig
 from .tensors import HEAD_PREFIX
 
 FIT_PATH = Path(__file__).with_name("builtin_tiny_fit.json")
+FIT_SCHEMA = open_object({
+    "base_tensors_sha256": SHA256,
+    "tensors": {"type": "object", "additionalProperties": closed_object({"shape": array_of(POSITIVE_INTEGER, 1),
+                                                                         "values": array_of(NUMBER, 1)})},
+}, {"target_gap": NUMBER, "margins_when_fitted": {"type": "object"}})
 FIT_TARGET_GAP = 1.0  # twice MIN_DECISION_MARGIN: room for float32 rounding of the fitted weights
 # Calibrated logits are also kept within +-FIT_LOGIT_BOUND, so probabilities are not all saturated at 0 and 1
 # (saturation would hide errors from the probability gates).

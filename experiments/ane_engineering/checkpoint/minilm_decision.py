@@ -30,8 +30,9 @@ from safetensors.torch import save_file
 from ..errors import HarnessError
 from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_tensors
 from .config import ModelConfig, head_config_to_json, parse_config
-from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
-from .margins import apply_fit
+from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_config_json
+from ..json_documents import read_json
+from .margins import FIT_SCHEMA, apply_fit
 from .packaged import resolve_packaged
 from .tensors import HEAD_PREFIX
 
@@ -50,7 +51,7 @@ class FitMissingError(HarnessError):
 
 def decision_raw_config(encoder_dir: Path) -> dict:
     """MiniLM's config.json with the decision_head section added (and checked by parse_config)."""
-    raw = json.loads((encoder_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    raw = read_config_json(encoder_dir)
     head = {**_head_section(HEAD_DIMENSIONS["layers"], HEAD_DIMENSIONS["heads"], HEAD_DIMENSIONS["intermediate"],
                             HEAD_DIMENSIONS["scorer"]), **LAYOUT_TOKENS}
     return {**raw, "decision_head": head}
@@ -71,7 +72,7 @@ def build(directory: Path) -> dict:
     if not FIT_PATH.is_file():
         raise FitMissingError(f"{FIT_PATH} is missing; make it with `python -m experiments.ane_engineering.decision.minilm_fit`")
     config, raw, tensors = base_tensors(encoder_dir)
-    tensors = apply_fit(tensors, json.loads(FIT_PATH.read_text(encoding="utf-8")))
+    tensors = apply_fit(tensors, read_json(FIT_PATH, FIT_SCHEMA))
     raw = {**raw, "decision_head": head_config_to_json(config.head)}
     (directory / CONFIG_FILE).write_text(json.dumps(raw, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     save_file({name: value.contiguous() for name, value in tensors.items()}, str(directory / WEIGHTS_FILE),

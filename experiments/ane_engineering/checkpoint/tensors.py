@@ -8,10 +8,13 @@ the wrong shape is refused by name; every ignored tensor is listed with the reas
 
 from __future__ import annotations
 
+import math
+
 from ..errors import HarnessError
+from ..limits import FLOAT32_BYTES, physical_memory_bytes
 from .bert_config import is_bert
 from .bert_tensors import BERT_PREFIX, bert_ignored, expected_bert_tensors
-from .config import ModelConfig
+from .config import ConfigError, ModelConfig
 
 HEAD_PREFIX = "decision_head."
 MLM_PREFIX = "model."
@@ -97,6 +100,18 @@ def ignored_tensors(stored, config: ModelConfig) -> dict[str, str]:
         reasons = {name: "masked-LM head (not part of the encoder)" if prefixed and name in MLM_HEAD_TENSORS
                    else None for name in stored}
     return {name: reason for name, reason in reasons.items() if reason is not None}
+
+
+def require_host_memory(config: ModelConfig, where: str = "config.json") -> int:
+    """The parameter count of `config`, refused before any tensor exists if its float32 weights (the form the harness
+    holds them in) exceed this machine's physical memory (limits.py). The count walks the tensor names, which the
+    schema's layer bound keeps to a few hundred thousand at most."""
+    parameters = sum(math.prod(shape) for shape in expected_tensors(config).values())
+    memory = physical_memory_bytes()
+    if memory is not None and parameters * FLOAT32_BYTES > memory:
+        raise ConfigError(f"{where}: the config implies {parameters:,} parameters, {parameters * FLOAT32_BYTES / 2**30:,.1f} "
+                          f"GiB as float32, more than this machine's {memory / 2**30:,.1f} GiB of memory")
+    return parameters
 
 
 def canonicalize_names(stored: dict[str, tuple[int, ...]], config: ModelConfig) -> dict[str, str]:

@@ -8,15 +8,19 @@ built-ins), as a sentence embedder would, never truncated.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ..decision.questions import FIXTURE_PATH, load_questions
+from ..decision.questions import FIXTURE_PATH, QuestionError, load_questions
+from ..json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, read_json
 
 SENTENCES_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "sentences.json"
+SENTENCES_SCHEMA = closed_object(
+    {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
+                                          "script": NON_EMPTY_STRING, "text": NON_EMPTY_STRING}), 1)},
+    {"format_version": {"const": 1}, "description": STRING})
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,11 @@ class Text:
 
 def load_texts(questions: Path = FIXTURE_PATH, sentences: Path = SENTENCES_PATH) -> list[Text]:
     texts = [Text(f"question:{q.id}", q.language or "und", q.text, "question") for q in load_questions(questions)]
-    for raw in json.loads(Path(sentences).read_text(encoding="utf-8"))["sentences"]:
+    for raw in read_json(sentences, SENTENCES_SCHEMA, QuestionError)["sentences"]:
         texts.append(Text(f"sentence:{raw['id']}", raw["language"], raw["text"], "sentence"))
     ids = [t.id for t in texts]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"duplicate text ids in {questions} / {sentences}")
+        raise QuestionError(f"duplicate text ids in {questions} / {sentences}")
     return texts
 
 

@@ -8,8 +8,9 @@ each number in a rendered report appears in the evidence files.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
+
+from ..json_documents import ANY_OBJECT, read_json
 
 
 def _sha(path: Path) -> str:
@@ -37,11 +38,11 @@ def _num(value, digits: int = 5) -> str:
 
 
 def _load(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path, ANY_OBJECT) if path.is_file() else None
 
 
 def section_probe(root: Path) -> list[str]:
-    probes = sorted(root.glob("packages/*/probe.json"), key=lambda p: json.loads(p.read_text())["length"])
+    probes = sorted(root.glob("packages/*/probe.json"), key=lambda p: read_json(p, ANY_OBJECT)["length"])
     if not probes:
         return []
     lines = ["## Export and placement (probe)", "",
@@ -50,12 +51,12 @@ def section_probe(root: Path) -> list[str]:
              "| bucket | non-constant ops | static violations | warnings | layout max abs | convert (s) | evidence |",
              "|---|---|---|---|---|---|---|"]
     for path in probes:
-        probe = json.loads(path.read_text())
+        probe = read_json(path, ANY_OBJECT)
         static = probe["placement"]["static"]
         lines.append(f"| {probe['length']} | {probe['mil_ops']['non_constant']} | {static['violations']} | "
                      f"{static['warnings']} | {_num(probe['layout_check']['max_abs'], 3)} | "
                      f"{probe['export']['convert_seconds']:.1f} | {_link(root, path)} |")
-    first = json.loads(probes[0].read_text())
+    first = read_json(probes[0], ANY_OBJECT)
     lines += ["", f"Source weights `{first['source']['weights_sha256'][:16]}`, harness `{first['harness']['sha256'][:16]}`.", ""]
     return lines
 
@@ -92,7 +93,7 @@ def section_sweep(root: Path) -> list[str]:
         return []
     from ..palettize.sweep_report import markdown_table
 
-    sweep = json.loads(path.read_text())
+    sweep = read_json(path, ANY_OBJECT)
     table = markdown_table(sweep, evidence_name=path.relative_to(root).as_posix())
     png = root / "sweep" / "sweep.png"
     lines = ["## Palettization sweep", "", f"Evidence: {_link(root, path)}.", "", table]
@@ -114,7 +115,7 @@ def section_benchmarks(root: Path) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     pairs = []
     for path in files:
-        bench = json.loads(path.read_text())
+        bench = read_json(path, ANY_OBJECT)
         comp, full = bench["component"]["timing"], bench["full_path"]["timing"]
         floor = floor_ms(bench.get("cost_model"), "M3 Max")
         lines.append(f"| {_link(root, path)} | {bench['length']} | {bench['backend']['backend']} | "
@@ -166,7 +167,7 @@ def render_directory(root: Path, title: str = "ANE benchmarks") -> str:
 
 def _evidence(root: Path, name: str) -> tuple[Path, dict] | None:
     path = root / name
-    return (path, json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+    return (path, read_json(path, ANY_OBJECT)) if path.is_file() else None
 
 
 def _harness(data: dict) -> str:

@@ -23,6 +23,7 @@ from ..checkpoint.bert_config import is_bert
 from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
+from ..limits import MAX_DIMENSION
 
 KINDS = ("mlp", "layer", "encoder", "embedding", "body", "baseline")
 BC1S_KINDS = ("mlp", "layer", "encoder", "embedding", "body")
@@ -97,6 +98,8 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
         raise ExportSpecError(f"--length must be positive, got {length}")
     config, tensors = checkpoint.config, checkpoint.tensors
     c = config.encoder.hidden_size
+    if length > MAX_DIMENSION:
+        raise ExportSpecError(f"--length {length} exceeds {MAX_DIMENSION}, the largest tensor dimension Core ML loads")
     if length > config.encoder.max_position_embeddings:
         raise ExportSpecError(f"--length {length}: {checkpoint.source} takes at most {config.encoder.max_position_embeddings} "
                               f"tokens (max_position_embeddings), so it has no bucket of {length}; export a length "

@@ -8,16 +8,17 @@ for float32); plus the texts hash, the source hashes, tool versions and the harn
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..embedding.reference import ReferenceEmbedder
 from ..embedding.texts import load_texts, texts_sha256, token_ids
 from ..evidence.provenance import harness_fingerprint, tool_versions
+from ..json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
+                              STRING, array_of, open_object, read_json)
 from .golden import GoldenError
 
 EMBEDDING_GOLDEN_FORMAT = "ane-engineering/embedding-golden/1"
@@ -55,16 +56,24 @@ def make_embedding_golden(checkpoint: Checkpoint, progress=None) -> dict:
     return {**body, "content_sha256": sha256_json(body)}
 
 
+# One text's record; the fields validation reads are required.
+EMBEDDING_RECORD = open_object({
+    "id": NON_EMPTY_STRING, "language": STRING, "origin": {"enum": ["question", "sentence"]},
+    "num_tokens": POSITIVE_INTEGER, "input_ids": array_of(NON_NEGATIVE_INTEGER, 1), "pooled_norm": POSITIVE_NUMBER,
+    "embedding": array_of(NUMBER, 1),
+})
+EMBEDDING_GOLDEN_SCHEMA = open_object({
+    "format": {"const": EMBEDDING_GOLDEN_FORMAT}, "source": SOURCE_HASHES,
+    "texts": open_object({"sha256": SHA256, "count": POSITIVE_INTEGER, "skipped": {"type": "array"}}),
+    "embeddings": array_of(EMBEDDING_RECORD, 1), "content_sha256": SHA256,
+}, {"reference": STRING, "tools": {"type": "object"}, "harness": {"type": "object"}})
+
+
 def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None) -> dict:
-    """Read and verify: intact content, made from `checkpoint`'s weights, config and tokenizer, current texts."""
-    try:
-        golden = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GoldenError(f"{path}: cannot read golden file ({error})") from error
-    if not isinstance(golden, dict) or golden.get("format") != EMBEDDING_GOLDEN_FORMAT:
-        raise GoldenError(f"{path}: not a golden file of format {EMBEDDING_GOLDEN_FORMAT} (make one with: "
-                          "golden --task embeddings)")
-    if golden.get("content_sha256") != sha256_json({k: v for k, v in golden.items() if k != "content_sha256"}):
+    """Read and verify: its structure, intact content, made from `checkpoint`'s weights, config and tokenizer,
+    and the current texts."""
+    golden = read_json(path, EMBEDDING_GOLDEN_SCHEMA, GoldenError)
+    if golden["content_sha256"] != sha256_json({k: v for k, v in golden.items() if k != "content_sha256"}):
         raise GoldenError(f"{path}: content does not match its content_sha256 (the file was edited or damaged)")
     if checkpoint is not None:
         for key in ("weights_sha256", "config_sha256", "tokenizer_sha256"):
@@ -73,4 +82,7 @@ def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None) -> d
                                   "regenerate it with: golden --task embeddings")
     if golden["texts"]["sha256"] != texts_sha256():
         raise GoldenError(f"{path}: made from another version of the embedding texts; regenerate it")
+    hidden = None if checkpoint is None else checkpoint.config.encoder.hidden_size
+    if hidden is not None and any(len(r["embedding"]) != hidden for r in golden["embeddings"]):
+        raise GoldenError(f"{path}: an embedding is not {hidden} values long")
     return golden
