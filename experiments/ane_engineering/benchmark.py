@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import reference_run
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
 from .execute.backends import BACKEND_CHOICES
@@ -28,8 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length", required=True, type=int, help="bucket length (must match the package)")
     add_source_argument(parser)
     parser.add_argument("--long", action="store_true", help="full path on a real ~1,024-token fixture input")
-    parser.add_argument("--warmup", type=int, help="warm-up calls (default: 5 component, 10 full path)")
-    parser.add_argument("--calls", type=int, help="timed calls (default: 30 component, 50 full path)")
+    body, full = reference_run.measurement("L96-body"), reference_run.measurement("L96-full-path")
+    parser.add_argument("--warmup", type=int, help=f"warm-up calls (default, as the reference run: {body['warmup']} "
+                                                   f"component, {full['warmup']} full path)")
+    parser.add_argument("--calls", type=int, help=f"timed calls (default, as the reference run: {body['calls']} "
+                                                  f"component, {full['calls']} full path)")
     parser.add_argument("--vs", type=Path, help="second package of the same bucket, timed interleaved")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
