@@ -82,11 +82,22 @@ def relocate_paths(root: Path, old: Path, new: Path) -> int:
     return changed
 
 
+def render_report(root: Path) -> None:
+    """ANE_BENCHMARKS.md of the run, refused unless every figure in it is the evidence field it was rendered from."""
+    from .evidence.ledger import check_report
+    from .evidence.render import render_directory
+
+    rendered = render_directory(root)
+    problems = check_report(rendered.text, rendered.figures, root)
+    if problems:
+        raise StageFailed(f"the report does not match its evidence: {'; '.join(problems[:3])}")
+    (root / "ANE_BENCHMARKS.md").write_text(rendered.text, encoding="utf-8")
+
+
 def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, repeats: int | None = None,
               final_root: Path | None = None) -> dict:
     from . import benchmark, golden, probe, sweep, validate
     from .evidence.fp16_range import write_range_evidence
-    from .evidence.render import render_directory
 
     packages = root / "packages"
     packages.mkdir()
@@ -127,8 +138,7 @@ def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, re
         if final_root is not None:
             chain.stage("point evidence paths at the final directory", relocate_paths, root, root.resolve(),
                         final_root.resolve())
-        chain.stage("render ANE_BENCHMARKS.md", lambda: (root / "ANE_BENCHMARKS.md").write_text(
-            render_directory(root), encoding="utf-8"))
+        chain.stage("render ANE_BENCHMARKS.md", render_report, root)
     finally:
         (root / "reproduce.json").write_text(json.dumps({"source": source, "stages": chain.log}, indent=1) + "\n",
                                              encoding="utf-8")
