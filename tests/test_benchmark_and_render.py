@@ -4,6 +4,7 @@ was rendered from (an edit of one figure, in the evidence or in the report, is c
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from experiments.ane_engineering import benchmark
 from experiments.ane_engineering.benchmarking.timing import TimingError, paired_calls, ratio_summary, summarize
+from experiments.ane_engineering.evidence.provenance import portable_path
+from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 from experiments.ane_engineering.evidence.ledger import ReportError, check_report, printed_numbers
 from experiments.ane_engineering.evidence.render import REFERENCE_RUN_FILE, render_directory, render_repository
 
@@ -82,6 +85,40 @@ def test_paired_calls_interleave_in_abba_order():
     assert summary["raw"] == [2.0, 1.0, 0.5] and summary["p50"] == 1.0
     with pytest.raises(TimingError):
         summarize([])
+
+
+def test_evidence_names_no_directory_of_the_machine(evidence_dir, tiny_packages):
+    """Paths are recorded relative to the evidence file that names them (a staging directory renamed to the output,
+    or a run moved into the repository, keeps them true); one sharing no directory with it is named alone."""
+    body96 = tiny_packages.get("body", 96)[0]
+    for path in evidence_dir.rglob("*.json"):
+        if any(part.endswith(".mlpackage") for part in path.parts):
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert str(evidence_dir) not in text and str(body96.parent) not in text, path
+        assert not re.search(r'"/(tmp|root|home|work|usr)/', text), path
+    sweep_dir = evidence_dir / "sweep"
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert (sweep_dir / sweep["parent"]["path"]).resolve() == body96.resolve()
+    for row in [sweep["baseline"]] + sweep["candidates"]:
+        assert (sweep_dir / row["validation"]).is_file()
+    (candidate,) = sweep["candidates"]
+    assert (sweep_dir / candidate["package"]).resolve() == (sweep_dir / "candidates" / candidate["name"]).resolve()
+    manifest = json.loads((sweep_dir / candidate["package"] / "manifest.json").read_text())
+    assert (sweep_dir / candidate["package"] / manifest["parent"]["path"]).resolve() == body96.resolve()
+    validation = json.loads((evidence_dir / "validation.json").read_text())
+    assert validation["golden"]["path"] == COMMITTED_TINY_GOLDEN.name  # in the repository: no directory shared
+    assert (evidence_dir / validation["backend"]["package"]).resolve().parent in {body96.resolve(),
+                                                                                 tiny_packages.get("body", 192)[0].resolve()}
+    bench = json.loads((evidence_dir / "benchmarks" / "body-96.json").read_text())
+    assert (evidence_dir / "benchmarks" / bench["cost_model"]["package"]).resolve() == (body96 / "model.mlpackage").resolve()
+
+
+def test_portable_path(tmp_path):
+    run = tmp_path / "run"
+    assert portable_path(run / "packages" / "body-96", run) == "packages/body-96"
+    assert portable_path(run / "packages" / "body-96", run / "sweep") == "../packages/body-96"
+    assert portable_path("/opt/elsewhere/golden.json", run) == "golden.json"
 
 
 def test_every_number_in_the_rendered_report_is_a_figure_of_its_evidence(evidence_dir):

@@ -19,6 +19,7 @@ from pathlib import Path
 from . import reference_run
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .evidence.provenance import portable_description, portable_path
 from .execute.backends import BACKEND_CHOICES
 
 
@@ -53,7 +54,8 @@ def main(argv=None) -> int:
     print(f"[benchmark] {args.package} L{args.length} ({'long input' if args.long else 'fixture input'})"
           + (f" vs {args.vs}" if args.vs else ""), file=sys.stderr, flush=True)
     result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
-    result["cost_model"] = cost_floor(args.package)
+    result["backend"] = portable_description(result["backend"], args.output.parent)
+    result["cost_model"] = cost_floor(args.package, args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     comp, full = result["component"]["timing"], result["full_path"]["timing"]
@@ -65,11 +67,13 @@ def main(argv=None) -> int:
     return 0
 
 
-def cost_floor(package: Path) -> dict:
-    """The cost model's latency floors for this package, to stand beside the measurement."""
+def cost_floor(package: Path, evidence_dir: Path) -> dict:
+    """The cost model's latency floors for this package, to stand beside the measurement in a file written in
+    `evidence_dir`."""
     from .evidence.cost_model import cost_report
 
-    return cost_report(Path(package))
+    report = cost_report(Path(package))
+    return {**report, "package": portable_path(report["package"], evidence_dir)}
 
 
 if __name__ == "__main__":
