@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 
 from ..errors import HarnessError
 from .config import ModelConfig, head_config_to_json, parse_config
-from .tensors import ACTION_FEATURES, expected_tensors
+from .tensors import expected_tensors
 from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 MIN_DECISION_MARGIN = 0.5  # logits; see module docstring and README "Why builtin:tiny decisions have margins"
@@ -157,7 +157,6 @@ def build_builtin(name: str, directory: Path) -> dict:
 def builder_fingerprint(name: str) -> str:
     """Hash of every source file that decides the bytes of built-in `name` (and, for tiny, its seed)."""
     here = Path(__file__).resolve().parent
-    package = here.parent
     files = [here / f for f in ("builtin.py", "config.py", "tensors.py", "tokenizer.py")]
     if name == "tiny":
         files.append(here / "builtin_tiny_fit.json")

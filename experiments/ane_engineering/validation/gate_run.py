@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import gates
-from ..decision.questions import encode_question, load_questions
+from ..decision.questions import load_questions
 from ..evidence.provenance import harness_fingerprint, machine, portable_description, portable_path, tool_versions
 from ..runtime import ANEAgent
 from .golden import GoldenError
