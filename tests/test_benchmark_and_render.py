@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
-from pathlib import Path
-
 from experiments.ane_engineering import benchmark
 from experiments.ane_engineering.benchmarking.timing import TimingError, paired_calls, ratio_summary, summarize
-from experiments.ane_engineering.evidence.provenance import portable_path
-from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 from experiments.ane_engineering.evidence.ledger import ReportError, check_report, printed_numbers
+from experiments.ane_engineering.evidence.provenance import portable_path
 from experiments.ane_engineering.evidence.render import REFERENCE_RUN_FILE, render_directory, render_repository
+from experiments.ane_engineering.evidence.render import main as render_main  # the --check command
+from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -145,6 +145,7 @@ def test_the_committed_report_is_rendered_from_committed_evidence():
         "ANE_BENCHMARKS.md is stale: run python -m experiments.ane_engineering.evidence.render"
     assert len(rendered.figures) > 300
     assert check_report(rendered.text, rendered.figures, REPO) == []
+    assert render_main(["--check"]) == 0
     reproduce_run = REPO / "benchmarks" / "evidence" / "reproduce-builtin-tiny"
     run_report = render_directory(reproduce_run)
     assert (reproduce_run / "ANE_BENCHMARKS.md").read_text(encoding="utf-8") == run_report.text

@@ -225,9 +225,8 @@ def _reference_run_lines(cost: Evidence) -> list[str]:
     measurements = {m["id"]: i for i, m in enumerate(ref.value("timings", "measurements"))}
     machine, software = ("machine",), ("software",)
     tools = ", ".join(f"{name} {ref.fig(*software, name)}" for name in ref.value(*software))
-    lines = [f"The reference run ({ref.fig('provenance', 'citation')}; Apple {ref.fig(*machine, 'chip')}, "
-             f"{ref.fig(*machine, 'os')}, {tools}; not measured by this project; its figures: {link(ref)}) beside "
-             "the floor:", "",
+    lines = [f"The {ref.fig('provenance', 'citation')} (Apple {ref.fig(*machine, 'chip')}, {ref.fig(*machine, 'os')}, "
+             f"{tools}; not measured by this project; its figures: {link(ref)}), beside the floor:", "",
              "| measurement | measured (ms) | floor (ms) | measured / floor | measured / unfused estimate |",
              "|---|---|---|---|---|"]
     for index, row in enumerate(cost.value("reference_check", "rows")):
