@@ -114,6 +114,16 @@ def test_evidence_names_no_directory_of_the_machine(evidence_dir, tiny_packages)
     assert (evidence_dir / "benchmarks" / bench["cost_model"]["package"]).resolve() == (body96 / "model.mlpackage").resolve()
 
 
+def test_committed_evidence_names_no_directory_of_the_machine_that_made_it():
+    machine_path = re.compile(r"(^|[\s\"'`(])/(tmp|root|home|work|Users|usr|opt|var|private)/")
+    files = [REPO / "ANE_BENCHMARKS.md", *sorted((REPO / "benchmarks" / "evidence").rglob("*.json")),
+             *sorted((REPO / "benchmarks" / "evidence").rglob("*.md"))]
+    assert len(files) > 40
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            assert not machine_path.search(line), f"{path.relative_to(REPO)}:{number}: {line.strip()[:120]}"
+
+
 def test_portable_path(tmp_path):
     run = tmp_path / "run"
     assert portable_path(run / "packages" / "body-96", run) == "packages/body-96"
