@@ -2,8 +2,9 @@
 
 Reads the MIL program of each package (experiments/ane_engineering/evidence/cost_model.py), counts FLOPs and bytes
 per op, and predicts a latency floor per chip (chips.json, every figure with its source). Checks the floors against
-the reference run's timings (experiments/ane_engineering/reference_run.json: a run on an M3 Max reported by the project's user) and
-reports the measured / floor ratios, and how much of each bucket is attention's dense L x L work.
+the reference run's timings (experiments/ane_engineering/reference_run.json: a run on an M3 Max reported by the
+project's user) and reports the measured / floor ratios, and how much of each bucket is attention's dense L x L
+work.
 
 Give existing probe directories (each with model.mlpackage and manifest.json):
 
@@ -27,10 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import UsageError, atomic_file, refuse_existing, run_main  # noqa: E402
 from experiments.ane_engineering import reference_run  # noqa: E402
+from experiments.ane_engineering.cli import UsageError, atomic_file, run_main  # noqa: E402
 from experiments.ane_engineering.evidence import cost_model  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    tool_versions,
+)
+from experiments.ane_engineering.export.staging import check_output
 
 FORMAT = "ane-engineering/evidence/cost-model/1"
 LABEL = "prediction (static cost model of the MIL program; not a measurement)"
@@ -139,7 +145,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-op", action="store_true", help="include one record per op (large)")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
 
     chips = cost_model.load_chips()
     with tempfile.TemporaryDirectory(dir=args.output.parent, prefix=".cost-model-") as scratch:

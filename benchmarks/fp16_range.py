@@ -29,8 +29,10 @@ import torch  # noqa: E402
 
 from experiments.ane_engineering.buckets import BUCKET_LENGTHS  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
-from experiments.ane_engineering.cli import atomic_file, refuse_existing, run_main  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file, run_main  # noqa: E402
 from experiments.ane_engineering.evidence import fp16_range  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output
+
 
 def parse_limits(values: list[str]) -> dict[int, int]:
     limits = {}
@@ -75,7 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    refuse_existing(args.output)
+    check_output(args.output)
     if args.threads:
         torch.set_num_threads(args.threads)
     lengths = tuple(int(n) for n in args.lengths.split(","))

@@ -21,11 +21,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file, refuse_existing  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
-    harness_fingerprint, machine, portable_description, portable_path, tool_versions)
+    backend_record,
+    harness_fingerprint,
+    machine,
+    portable_path,
+    tool_versions,
+)
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
 from experiments.ane_engineering.export.probe_run import peak_rss_bytes  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output
 
 GOAL_RATIO, GOAL_RSS_BYTES = 2.0, 2 * 10**9
 CHILD = """
@@ -51,7 +57,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternating executor/torch calls after one warm-up")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
 
     import torch
 
@@ -102,7 +108,7 @@ def main(argv=None) -> int:
         "goal": {"time_ratio_max": GOAL_RATIO, "peak_rss_bytes_max": GOAL_RSS_BYTES},
         "package": {"path": portable_path(args.package, args.output.parent), "length": length,
                     "package_sha256": manifest["package"]["content_hash"]["sha256"], "source": manifest["source"]},
-        "backend": portable_description(backend.describe(), args.output.parent),
+        "backend": backend_record(backend.describe()),
         "rounds": args.rounds,
         "mil_seconds": mil_times, "torch_seconds": torch_times,
         "mil_p50_seconds": float(np.median(mil_times)), "torch_p50_seconds": float(np.median(torch_times)),

@@ -23,9 +23,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file, refuse_existing  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, portable_path, tool_versions  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    portable_path,
+    tool_versions,
+)
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output
 
 GROUP_SIZE = 32
 SSE_RTOL = 1e-9
@@ -49,7 +55,9 @@ def palettize(parent: Path, output: Path, bits: int, implementation: str, worker
 
 def group_sse(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
     """Per weight: the squared error of every group of GROUP_SIZE output channels against the FP16 weights."""
-    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import (
+        constexpr_lut_to_dense,
+    )
 
     from experiments.ane_engineering.placement.static_check import load_program
 
@@ -90,7 +98,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
     manifest = read_manifest(args.package)
     runs = []
     with tempfile.TemporaryDirectory(dir=args.output.parent) as scratch:

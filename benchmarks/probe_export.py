@@ -19,8 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file, refuse_existing  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    tool_versions,
+)
+from experiments.ane_engineering.export.staging import check_output
 
 GOAL_SECONDS, GOAL_RSS_BYTES = 20.0, 3 * 1024 ** 3
 
@@ -59,7 +64,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lengths", default="96,1024")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
     with tempfile.TemporaryDirectory(dir=args.output.parent) as scratch:
         runs = []
         for length in (int(n) for n in args.lengths.split(",")):

@@ -32,9 +32,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file, refuse_existing  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, portable_path, tool_versions  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    harness_fingerprint,
+    machine,
+    portable_path,
+    tool_versions,
+)
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
+from experiments.ane_engineering.export.staging import check_output
 
 GOAL_SPEEDUP = 50.0
 REPEATS = 5
@@ -105,7 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--package", required=True, type=Path, help="probe export of the base checkpoint's body")
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output)
     parent = read_manifest(args.package)
     with tempfile.TemporaryDirectory(dir=args.output.parent) as scratch:
         scratch = Path(scratch)

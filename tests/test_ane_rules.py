@@ -21,7 +21,7 @@ from coremltools.converters.mil.mil import get_new_symbol, types  # noqa: E402
 from torch import nn  # noqa: E402
 
 from experiments.ane_engineering.placement.rules import (  # noqa: E402
-    ANE_OP_ALLOWLIST, CATALOGUE, CATALOGUE_BY_ID, ORION_STATUSES, SEVERITIES, CheckContext,
+    ANE_OP_ALLOWLIST, CATALOGUE, CATALOGUE_BY_ID, ORION_STATUSES, SEVERITIES, Orion, Rule,
 )
 from experiments.ane_engineering.placement.static_check import (  # noqa: E402
     LABEL, check_program, load_program, require_ane_gate,
@@ -349,7 +349,7 @@ def test_catalogue_shape():
     assert CATALOGUE_BY_ID.keys() == set(ids)
     for rule in CATALOGUE:
         assert rule.id.startswith("ANE-R") and rule.statement.strip() and rule.source.strip(), rule.id
-        assert rule.severity in SEVERITIES, rule.id
+        assert (rule.severity in SEVERITIES) == rule.applicable == (rule.check is not None), rule.id
         if rule.orion is not None:
             assert rule.orion.status in ORION_STATUSES and rule.orion.reason.strip(), rule.id
             assert "Orion" in rule.source, rule.id
@@ -396,11 +396,15 @@ def test_compliant_program_report(compliant_report):
     assert require_ane_gate(report, set()) == (True, [])
 
 
-@pytest.mark.parametrize("rule", NOT_APPLICABLE, ids=lambda r: r.id)
-def test_not_applicable_rules_never_fire(rule):
-    for factory in (trigger_concat, trigger_sdpa, trigger_rank):
-        prog, spec = factory()
-        assert rule.check(CheckContext(prog, spec)) == []
+def test_documented_only_rules_are_listed_but_not_checked(compliant_report):
+    """Not-applicable Orion constraints stay in the catalogue as documentation: no check, no severity, never counted."""
+    assert NOT_APPLICABLE
+    listed = {rule["id"]: rule for rule in compliant_report["rules"]}
+    for rule in NOT_APPLICABLE:
+        assert rule.check is None and rule.severity is None and listed[rule.id]["severity"] is None
+        assert rule.orion.reason.strip()
+    with pytest.raises(ValueError):
+        Rule("ANE-R99-x", "x", "Orion", "error", Orion("not applicable", "why"), None)
 
 
 # ----------------------------------------------------------------------------------------------------------------

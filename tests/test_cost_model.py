@@ -246,7 +246,7 @@ def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tm
     import json
     from pathlib import Path
 
-    from experiments.ane_engineering.cli import UsageError
+    from experiments.ane_engineering.export.staging import OutputExistsError
 
     spec = importlib.util.spec_from_file_location(
         "cost_model_benchmark", Path(__file__).resolve().parent.parent / "benchmarks" / "cost_model.py")
@@ -265,5 +265,5 @@ def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tm
     assert set(evidence["buckets"][0]["floors"]) == set(load_chips())
     # builtin:tiny is not the reference run's model: its floors are not set beside the M3 Max timings.
     assert evidence["reference_check"]["rows"] == [] and len(evidence["reference_check"]["not_compared"]) == 2
-    with pytest.raises(UsageError):
+    with pytest.raises(OutputExistsError):
         script.main(args)

@@ -17,6 +17,7 @@ from experiments.ane_engineering.cli import UsageError
 from experiments.ane_engineering.decision.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
                                                             QuestionError, encode_question, load_questions)
 from experiments.ane_engineering.encode import main
+from experiments.ane_engineering.export.staging import OutputLocationError
 
 AGREE_ABS = 1e-4
 TEXT = "Which city is the capital of France? Quelle ville est la capitale de la France ?"
@@ -103,7 +104,7 @@ def test_bad_ids_are_refused(tmp_path):
 
 
 def test_missing_output_directory_is_refused(tmp_path):
-    with pytest.raises(UsageError, match="does not exist"):
+    with pytest.raises(OutputLocationError, match="does not exist"):
         main(["--ids", "1,2", "--output", str(tmp_path / "no-such-dir" / "out.npy")])
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from experiments.ane_engineering.buckets import MASK_BIAS
-from experiments.ane_engineering.cli import UsageError
+from experiments.ane_engineering.export.staging import OutputExistsError
 from experiments.ane_engineering.evidence import fp16_range
 from experiments.ane_engineering.evidence.fp16_range import (FP16_MAX, RangeRecorder, clamp_recommendations,
                                                              column_max_abs, needs_clamp, range_report)
@@ -206,6 +206,6 @@ def test_benchmark_writes_evidence_and_refuses_existing(tiny, tmp_path):
     assert evidence["summary"]["needs_clamp"] == [] and evidence["question_subset"] is not None
     assert evidence["report"]["questions"]["evaluated"] == 2
     before = output.read_bytes()
-    with pytest.raises(UsageError):
+    with pytest.raises(OutputExistsError):
         benchmark.main(["--source", "builtin:tiny", "--output", str(output)])
     assert output.read_bytes() == before

@@ -27,6 +27,8 @@ UPWARD = {  # (module, imported module): why it still points up the pipeline
     ("export.probe_run", "placement.compute_plan"): "probe exports, then predicts placement, in one step",
     ("export.probe_run", "placement.rules"): "probe exports, then predicts placement, in one step",
     ("export.probe_run", "placement.static_check"): "probe exports, then predicts placement, in one step",
+    ("palettize.candidate", "placement.rules"): "palettize counts the LUT ops of the program it wrote",
+    ("palettize.candidate", "placement.static_check"): "palettize counts the LUT ops of the program it wrote",
     ("palettize.sweep_run", "runtime"): "the sweep validates every candidate it palettizes",
     ("palettize.sweep_run", "validation.gate_run"): "the sweep validates every candidate it palettizes",
     ("palettize.sweep_run", "validation.golden"): "the sweep validates every candidate it palettizes",

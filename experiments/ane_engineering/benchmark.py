@@ -18,9 +18,10 @@ from pathlib import Path
 
 from . import reference_run
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
-from .evidence.provenance import portable_description, portable_path
+from .cli import UsageError, add_source_argument, atomic_file, run_main
+from .evidence.provenance import backend_record, portable_path
 from .execute.backends import BACKEND_CHOICES
+from .export.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
     from .export.manifest import read_manifest
 
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [args.package, args.vs])
     if read_manifest(args.package)["length"] != args.length:
         raise UsageError(f"--length {args.length} does not match the package's bucket")
     overrides = {k: v for k, v in (("warmup", args.warmup), ("calls", args.calls)) if v is not None}
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     print(f"[benchmark] {args.package} L{args.length} ({'long input' if args.long else 'fixture input'})"
           + (f" vs {args.vs}" if args.vs else ""), file=sys.stderr, flush=True)
     result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
-    result["backend"] = portable_description(result["backend"], args.output.parent)
+    result["backend"] = backend_record(result["backend"])
     result["cost_model"] = cost_floor(args.package, args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

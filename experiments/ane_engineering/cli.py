@@ -9,10 +9,11 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable
 
 from .checkpoint import DEFAULT_SOURCE, SOURCE_HELP
 from .errors import HarnessError
-from .export.staging import ordinary_permissions
+from .export.staging import check_output, ordinary_permissions, publish
 
 
 class UsageError(HarnessError):
@@ -23,28 +24,17 @@ def add_source_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=DEFAULT_SOURCE, help=SOURCE_HELP + f" (default: {DEFAULT_SOURCE})")
 
 
-def refuse_existing(path: Path) -> Path:
-    path = Path(path)
-    if path.exists():
-        raise UsageError(f"{path} already exists; outputs are never overwritten. Choose a new path or remove it.")
-    if not path.parent.exists():
-        raise UsageError(f"{path.parent} does not exist")
-    return path
-
-
 @contextmanager
-def atomic_file(path: Path):
-    """Yield a temporary sibling path; rename it to `path` only if the block succeeds (and `path` is still free)."""
-    path = refuse_existing(path)
+def atomic_file(path: Path, inputs: Iterable[Path | None] = ()):
+    """Yield a temporary sibling path; publish it as `path` only if the block succeeds (and `path` is still free)."""
+    path = check_output(path, inputs)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
     temporary = Path(temporary)
     ordinary_permissions(temporary, 0o666)
     try:
         yield temporary
-        if path.exists():
-            raise UsageError(f"{path} appeared while this command ran; not overwriting it")
-        os.replace(temporary, path)
+        publish(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -18,7 +18,8 @@ import torch
 
 from .buckets import BUCKET_LENGTHS, smallest_bucket
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .cli import UsageError, add_source_argument, atomic_file, run_main
+from .export.staging import check_output
 
 BACKENDS = ("reference", "bc1s", "mil", "coreml")
 
@@ -41,30 +42,49 @@ def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
     return tokenizer.encode(text).ids
 
 
-def encode_package(checkpoint, input_ids: list[int], backend: str, package) -> np.ndarray:
+def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.ndarray]:
+    """The lora_* inputs of an encoder package exported with --lora-rank: the given adapter, or the zero adapter
+    (the base model). A package without LoRA inputs takes no adapter."""
+    from .decision import adapter as adapters
+
+    if not manifest.get("lora"):
+        if adapter_path is not None:
+            raise UsageError("this package takes no LoRA inputs; export with --lora-rank to use --adapter")
+        return {}
+    from .bc1s.lora import LoraSpec
+
+    spec = LoraSpec(manifest["lora"]["rank"], manifest["lora"]["alpha"], tuple(manifest["lora"]["targets"]))
+    adapter = (adapters.zero_adapter(checkpoint.config, spec, "encoder") if adapter_path is None
+               else adapters.load_adapter(adapter_path, checkpoint.config, spec, kind="encoder"))
+    return adapters.device_inputs(checkpoint.config, adapter, kind="encoder")
+
+
+def encode_package(checkpoint, input_ids: list[int], backend: str, package, adapter=None) -> np.ndarray:
     """Run an encoder-kind package: verify its manifest against the source, prepare inputs, one backend call."""
     from .decision.device_inputs import DeviceInputError, encoder_inputs
+    from .decision.host import require_finite
     from .execute.backends import choose_backend
-    from .runtime import PackageError, verify_package
+    from .runtime import verified_package
 
     if package is None:
         raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")
-    try:
-        manifest = verify_package(package, checkpoint, kind="encoder")
-    except PackageError as error:
-        raise UsageError(str(error)) from error
+    runner = choose_backend(backend)
+    with verified_package(package, checkpoint, kind="encoder") as (manifest, copy):
+        runner.load(copy)
     length = manifest["length"]
     try:
         inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length)
     except DeviceInputError as error:
         raise UsageError(str(error)) from error
-    runner = choose_backend(backend)
-    runner.load(package / manifest["package"]["path"])
+    inputs.update(adapter_inputs(checkpoint, manifest, adapter))
     hidden = runner.predict({k: v.astype(np.float16) for k, v in inputs.items()})["hidden_states"]  # (1, C, 1, L)
-    return np.asarray(hidden, dtype=np.float32)[0, :, 0, :len(input_ids)].T.copy()  # (n, C)
+    valid = np.asarray(hidden, dtype=np.float32)[0, :, 0, :len(input_ids)].T.copy()  # (n, C)
+    require_finite(valid, f"{package}: hidden states")  # FP16 overflow must not become a file of NaN
+    return valid
 
 
-def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None, package=None) -> np.ndarray:
+def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None, package=None,
+           adapter=None) -> np.ndarray:
     """(tokens, hidden) float32 final hidden states of the valid tokens."""
     from .decision.device_inputs import encoder_inputs
 
@@ -72,7 +92,7 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
     if any(not 0 <= t < enc.vocab_size for t in input_ids):
         raise UsageError(f"token ids must be in [0, {enc.vocab_size})")
     if backend in ("mil", "coreml"):
-        return encode_package(checkpoint, input_ids, backend, package)
+        return encode_package(checkpoint, input_ids, backend, package, adapter)
     n = len(input_ids)
     with torch.no_grad():
         if backend == "reference":
@@ -103,15 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=BACKENDS, default="reference", help="what computes the hidden states")
     parser.add_argument("--length", type=int, help="bucket length for bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
     parser.add_argument("--package", type=Path, help="encoder-kind probe output for --backend mil|coreml")
+    parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for an encoder package exported "
+                        "with --lora-rank (default: the zero adapter, i.e. the base model)")
     parser.add_argument("--output", required=True, help="new .npy file (refused if it exists)")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [args.package, args.adapter])
     checkpoint = load_checkpoint(args.source)
-    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length, args.package)
+    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length, args.package,
+                    args.adapter)
     with atomic_file(args.output) as temporary:
         with open(temporary, "wb") as handle:
             np.save(handle, hidden.astype(np.float32))

@@ -14,8 +14,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .checkpoint import load_checkpoint
-from .cli import add_source_argument, atomic_file, refuse_existing, run_main
+from .cli import add_source_argument, atomic_file, run_main
 from .decision.questions import FIXTURE_PATH, load_questions
+from .export.staging import check_output
 from .validation.golden import make_golden
 
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [args.adapter])
     checkpoint = load_checkpoint(args.source)
     if args.adapter is not None:
         from .decision.adapter import load_adapter, merge

@@ -5,7 +5,9 @@ compute plan on macOS).
 Kinds: mlp | layer (one block of the BC1S model), encoder (embedding norm to final norm), body (the whole on-device
 part), baseline (the original B x L x C model exported the usual way, to show why it is a poor ANE target).
 Writes DIR/model.mlpackage, DIR/manifest.json, DIR/probe.json; refuses an existing DIR and builds atomically.
-Exit status: 0 passed, 1 a check failed (probe.json says which), 2 refused.
+Exit status: 0 passed, 1 a check failed (probe.json says which), 2 refused. The probe fails when the layout check
+fails or a static ANE rule reports an error: a program error (e.g. a weight that overflows FP16) always, an op
+predicted off the Neural Engine unless its type is given to --allow.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .buckets import DEFAULT_BUCKET
 from .checkpoint import load_checkpoint
 from .cli import add_source_argument, run_main
 from .export.kinds import KINDS
-from .export.staging import refuse_existing_dir
+from .export.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, type=Path, help="new directory to create (refused if it exists)")
     parser.add_argument("--layer-index", type=int, default=0, help="encoder layer exported by --kind mlp|layer (default 0)")
     parser.add_argument("--require-ane", action="store_true",
-                        help="fail (exit 1, passed: false) if any non-constant op outside --allow is predicted "
-                             "(or, on macOS, planned) off the Neural Engine")
-    parser.add_argument("--allow", default="", help="comma-separated op types exempt from --require-ane")
+                        help="on macOS, also fail (exit 1, passed: false) if Core ML's compute plan places any "
+                             "non-constant op outside --allow off the Neural Engine (static predictions always count)")
+    parser.add_argument("--allow", default="", help="comma-separated op types exempt from the placement checks")
     parser.add_argument("--lora-rank", type=int, help="export LoRA adapters as inputs with this rank (encoder/body)")
     parser.add_argument("--lora-targets", default="q,v", help="projections taking adapters: any of q,k,v (default q,v)")
     parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (default: the rank, i.e. scaling 1)")
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     from .export.probe_run import PROBE_NAME, run_probe
 
     args = build_parser().parse_args(argv)
-    refuse_existing_dir(args.output)
+    check_output(args.output)
     checkpoint = load_checkpoint(args.source)
     allow = {op.strip() for op in args.allow.split(",") if op.strip()}
     lora = None

@@ -22,7 +22,7 @@ from .buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, run_main
 from .errors import HarnessError
-from .export.staging import refuse_existing_dir
+from .export.staging import check_output
 
 SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
 
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    output = refuse_existing_dir(args.output)
+    output = check_output(args.output)
     if args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
     staging = output.parent / f".{output.name}.reproduce-partial"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .checkpoint import SOURCE_HELP, load_checkpoint
 from .cli import run_main
-from .export.staging import refuse_existing_dir
+from .export.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     from .export.reweight import reweight
 
     args = build_parser().parse_args(argv)
-    refuse_existing_dir(args.output)
+    local_source = Path(args.source) if Path(args.source).is_dir() else None  # a checkpoint directory is an input too
+    check_output(args.output, [args.package, args.compiled, local_source])
     report = reweight(args.package, load_checkpoint(args.source), args.output, args.compiled)
     print(f"{args.output}: {report['blobs_rewritten']} weight blobs rewritten in {report['seconds']:.2f} s; program "
           f"identical, layout identical; package {report['package_sha256'][:12]}...")

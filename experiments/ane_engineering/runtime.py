@@ -5,26 +5,35 @@ one-hot marker selector. Device: one backend call running embedding norm, all en
 layers and the scorer. Host: FP32 action head, calibration and formatting. Batch 1; requests run one after another.
 
 Before loading anything the agent verifies each package's manifest: its own integrity hash, the source weights and
-config hashes, the package content hash, the kind and the fixed shape against the source's dimensions. A request is
-refused with a RequestError (never truncated, never a crash) when it cannot be run exactly as asked.
+config hashes, the kind and the fixed shape against the source's dimensions, and that its package path stays inside
+the package directory. Each package is then read once into a private copy whose content hash must equal the
+manifest's, and the backend loads that copy (export/verified_copy.py): what runs is exactly what was verified.
+A request is refused with a RequestError (never truncated, never a crash) when it cannot be run exactly as asked.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from .buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
 from .checkpoint import Checkpoint
 from .decision.device_inputs import DeviceInputError, body_inputs
-from .decision.host import Decision, DecisionHost
-from .decision.questions import EncodedQuestion, Question, QuestionError, encode_question
+from .decision.host import Decision, DecisionHost, require_finite
+from .decision.questions import (
+    EncodedQuestion,
+    Question,
+    QuestionError,
+    encode_question,
+)
 from .errors import HarnessError
-from .export.manifest import ManifestError, read_manifest
-from .export.package_hash import package_content_hash
+from .export.manifest import ManifestError, package_path, read_manifest
+from .export.verified_copy import verified_copy
 
 
 class PackageError(HarnessError):
@@ -35,13 +44,14 @@ class RequestError(HarnessError):
     """A request this agent refuses to run."""
 
 
-def verify_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body") -> dict:
-    """All manifest checks; returns the manifest. Local directories only: nothing is fetched."""
+def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body") -> dict:
+    """Every manifest check (no package bytes read yet); returns the manifest. Local directories only."""
     package_dir = Path(package_dir)
     if not package_dir.is_dir():
         raise PackageError(f"{package_dir}: not a local package directory")
     try:
         manifest = read_manifest(package_dir)
+        package_path(package_dir, manifest)
     except ManifestError as error:
         raise PackageError(str(error)) from error
     for key in ("weights_sha256", "config_sha256"):
@@ -68,12 +78,15 @@ def verify_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body"
     declared = {c["name"]: c["shape"] for c in manifest["io"]["inputs"]}
     if declared != expected:
         raise PackageError(f"{package_dir}: inputs {declared} do not match the fixed shapes {expected} of length {length}")
-    package = package_dir / manifest["package"]["path"]
-    actual = package_content_hash(package)["sha256"]
-    if actual != manifest["package"]["content_hash"]["sha256"]:
-        raise PackageError(f"{package_dir}: package content hash {actual[:12]}... differs from the manifest's "
-                           f"{manifest['package']['content_hash']['sha256'][:12]}... (the package was modified)")
     return manifest
+
+
+@contextmanager
+def verified_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body") -> Iterator[tuple[dict, Path]]:
+    """(manifest, path of a private verified copy of its package): load the copy, never the directory again."""
+    manifest = verify_manifest(package_dir, checkpoint, kind)
+    with verified_copy(Path(package_dir), manifest) as copy:
+        yield manifest, copy
 
 
 def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int,
@@ -122,17 +135,20 @@ class ANEAgent:
         if not packages:
             raise PackageError("the ANEAgent needs at least one package")
         manifests = {}
-        for package_dir in packages:  # verify everything before loading anything
-            manifest = verify_package(package_dir, checkpoint)
+        for package_dir in packages:  # check every manifest before reading any package
+            manifest = verify_manifest(package_dir, checkpoint)
             if manifest["length"] in manifests:
                 raise PackageError(f"two packages for bucket length {manifest['length']}")
             manifests[manifest["length"]] = (Path(package_dir), manifest)
         self.backends, self.manifests, self.load_seconds, self.compile_seconds = {}, {}, {}, {}
-        for length, (package_dir, manifest) in sorted(manifests.items()):
-            runner = choose_backend(backend)  # one backend instance per loaded package
-            loaded = runner.load(package_dir / manifest["package"]["path"])
-            self.backends[length], self.manifests[length] = runner, manifest
-            self.load_seconds[length], self.compile_seconds[length] = loaded.load_seconds, loaded.compile_seconds
+        with ExitStack() as copies:  # verified private copies live until every backend has loaded its own
+            verified = {length: copies.enter_context(verified_copy(package_dir, manifest))
+                        for length, (package_dir, manifest) in manifests.items()}
+            for length, (package_dir, manifest) in sorted(manifests.items()):
+                runner = choose_backend(backend)  # one backend instance per loaded package
+                loaded = runner.load(verified[length])
+                self.backends[length], self.manifests[length] = runner, manifest
+                self.load_seconds[length], self.compile_seconds[length] = loaded.load_seconds, loaded.compile_seconds
         self.lengths = tuple(sorted(self.backends))
         self.backend = self.backends[self.lengths[0]]
         specs = {json.dumps(m.get("lora"), sort_keys=True) for m in self.manifests.values()}
@@ -208,6 +224,7 @@ class ANEAgent:
         logits = np.asarray(outputs["option_logits"], dtype=np.float32).reshape(-1)
         if logits.shape != (MARKER_SLOTS,):
             raise PackageError(f"package returned option_logits of shape {logits.shape}, expected ({MARKER_SLOTS},)")
+        require_finite(logits[:num_options], f"the L{length} package's option logits")  # inactive slots are unused
         logits[num_options:] = INACTIVE_LOGIT
         return logits
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from .cli import UsageError, add_source_argument, run_main
-from .export.staging import refuse_existing_dir, staged_directory
+from .export.staging import check_output, staged_directory
 from .figures import Document
 from .palettize.candidate import BITS, MODES
 from .palettize.fast_palettizer import IMPLEMENTATIONS
@@ -51,15 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_existing_dir(args.output)
+    check_output(args.output, [args.package, args.golden])
     bits, group_sizes = _ints(args.bits), _ints(args.group_sizes)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not set(bits) <= set(BITS) or not set(modes) <= set(MODES) or not group_sizes or min(group_sizes) < 1:
         raise UsageError(f"bits must be from {BITS}, modes from {MODES}, group sizes positive")
     if args.jobs < 1:
         raise UsageError("--jobs must be >= 1")
+    if args.repeats < 0:
+        raise UsageError("--repeats must be >= 0")
     golden = golden_path_for(args.source, args.golden)
-    with staged_directory(args.output) as staging:
+    with staged_directory(args.output, [args.package, args.golden]) as staging:
         sweep = run_sweep(args.package.resolve(), staging, args.source, golden.resolve(), bits, modes, group_sizes,
                           args.jobs, args.backend, args.repeats, args.implementation)
         (staging / "sweep.json").write_text(json.dumps(sweep, indent=1) + "\n", encoding="utf-8")

@@ -18,8 +18,9 @@ from tqdm import tqdm
 
 from . import gates
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, refuse_existing, run_main
+from .cli import UsageError, add_source_argument, atomic_file, run_main
 from .execute.backends import BACKEND_CHOICES
+from .export.staging import check_output
 from .validation.golden import golden_path_for, load_golden
 
 
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     from .validation.gate_run import validate
 
     args = build_parser().parse_args(argv)
-    refuse_existing(args.output)
+    check_output(args.output, [*args.package, args.golden, args.adapter])
     if args.repeats < 0:
         raise UsageError("--repeats must be >= 0")
     checkpoint = load_checkpoint(args.source)

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ..bc1s.attention import half_major_rows
-from ..bc1s.lora import LoraSpec
+from ..bc1s.lora import LoraSpec, LoraSpecError
 from ..checkpoint import Checkpoint
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
@@ -33,6 +33,9 @@ from ..errors import HarnessError
 
 class AdapterError(HarnessError):
     """An adapter that does not fit the package or the checkpoint."""
+
+
+ADAPTER_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass
@@ -73,6 +76,9 @@ def make_adapter(config: ModelConfig, spec: LoraSpec, kind: str, tensors: dict[s
     out = {}
     for key, shape in expected.items():
         value = tensors[key]
+        if value.dtype not in ADAPTER_DTYPES:  # int8 would truncate small values to 0; float64 is not a format we write
+            raise AdapterError(f"adapter tensor '{key}' is {str(value.dtype).removeprefix('torch.')}; adapters are "
+                               f"{', '.join(str(d).removeprefix('torch.') for d in ADAPTER_DTYPES)}")
         if tuple(value.shape) != shape:
             raise AdapterError(f"adapter tensor '{key}' has shape {list(value.shape)}, expected {list(shape)} (rank {spec.rank})")
         value = value.to(torch.float32)
@@ -88,8 +94,9 @@ def read_spec(path: Path) -> LoraSpec:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
         return LoraSpec(int(metadata["rank"]), float(metadata["alpha"]), tuple(t for t in metadata["targets"].split(",") if t))
-    except (KeyError, ValueError) as error:
-        raise AdapterError(f"{path}: metadata must give rank, alpha and targets ({error})") from error
+    except (KeyError, ValueError, LoraSpecError) as error:
+        raise AdapterError(f"{path}: metadata must give a positive integer rank, a positive finite alpha and "
+                           f"targets ({error})") from error
     except Exception as error:
         raise AdapterError(f"{path}: not a readable safetensors adapter ({error})") from error
 

@@ -15,9 +15,30 @@ import torch.nn.functional as F
 
 from ..checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
 from ..checkpoint.tensors import ACTION_FEATURES, HEAD_PREFIX
+from ..errors import HarnessError
 from .questions import EncodedQuestion
 
 NONE_DECISION = "none"  # the decision of a noul question when no listed option applies
+
+
+class NonFiniteOutputError(HarnessError):
+    """A package produced NaN or Inf where a value was needed. FP16 overflow shows up this way: validation records
+    it as a failed finite gate, every other caller refuses to return a result."""
+
+
+def non_finite_summary(values) -> str | None:
+    """None when every value is finite, else how many are NaN, +Inf and -Inf."""
+    values = np.asarray(values)
+    if np.isfinite(values).all():
+        return None
+    return (f"{int(np.isnan(values).sum())} NaN, {int(np.isposinf(values).sum())} +Inf, "
+            f"{int(np.isneginf(values).sum())} -Inf of {values.size} values")
+
+
+def require_finite(values, what: str) -> None:
+    problem = non_finite_summary(values)
+    if problem:
+        raise NonFiniteOutputError(f"{what}: {problem}")
 
 
 @dataclass
@@ -80,8 +101,7 @@ class DecisionHost:
         question = encoded.question
         n = len(question.options)
         option_logits = np.asarray(slot_logits, dtype=np.float32)[:n]
-        if not np.isfinite(option_logits).all():
-            raise FloatingPointError(f"question {question.id!r}: non-finite option logits {option_logits.tolist()}")
+        require_finite(option_logits, f"question {question.id!r}: option logits")
         calibrated = self.calibrate(option_logits, question.kind)
         action_logits = self.action_logits(action_features(option_logits, question.kind, self.head.max_markers))
         action_probs = softmax(action_logits.astype(np.float64)).astype(np.float32)

@@ -59,8 +59,8 @@ def portable_path(path: Path | str, base: Path | str) -> str:
     return Path(os.path.relpath(path, base)).as_posix()
 
 
-def portable_description(description: dict, base: Path | str) -> dict:
-    """A backend's describe() for an evidence file written in `base`: its package path made portable."""
-    if description.get("package") is None:
-        return description
-    return {**description, "package": portable_path(description["package"], base)}
+def backend_record(description: dict) -> dict:
+    """A backend's describe() as evidence records it: without the path the backend loaded from. The ANEAgent loads a
+    private verified copy that is gone after the run; the evidence names what ran by its package and manifest
+    hashes (and, where a command was given a package, by its portable_path)."""
+    return {key: value for key, value in description.items() if key != "package"}

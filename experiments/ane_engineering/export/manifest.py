@@ -59,6 +59,25 @@ def write_manifest(directory: Path, manifest: dict) -> None:
     (Path(directory) / MANIFEST_NAME).write_text(json.dumps(seal(manifest), indent=2) + "\n", encoding="utf-8")
 
 
+def package_path(package_dir: Path, manifest: dict) -> Path:
+    """The manifest's package, which must lie inside `package_dir`: a relative path without '..' that does not
+    resolve (through a symlink) anywhere else. Otherwise an edited and re-sealed manifest could send every reader to
+    another package's bytes."""
+    relative = manifest.get("package", {}).get("path") if isinstance(manifest.get("package"), dict) else None
+    if not isinstance(relative, str) or not relative:
+        raise ManifestError(f"{package_dir}: manifest names no package path")
+    parts = Path(relative).parts
+    if Path(relative).is_absolute() or ".." in parts or "\\" in relative:
+        raise ManifestError(f"{package_dir}: package path {relative!r} must be relative to the package directory "
+                            "and stay inside it")
+    root = Path(package_dir).resolve()
+    resolved = (root / relative).resolve()
+    if root not in resolved.parents:
+        raise ManifestError(f"{package_dir}: package path {relative!r} resolves to {resolved}, outside the package "
+                            "directory (a symlink leading out)")
+    return Path(package_dir) / relative
+
+
 def read_manifest(package_dir: Path) -> dict:
     path = Path(package_dir) / MANIFEST_NAME
     try:

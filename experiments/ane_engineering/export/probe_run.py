@@ -63,21 +63,28 @@ def mil_op_counts(program) -> dict:
 
 
 def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple[dict, dict]:
+    """Static rules (always) and, on macOS, Core ML's compute plan. The gate fails on any static rule error: a
+    program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
+    in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
     from ..placement.compute_plan import compute_plan
-    from ..placement.static_check import check_program, load_program, require_ane_gate
+    from ..placement.static_check import check_program, load_program, program_errors, require_ane_gate
 
     program, spec = load_program(package)
     static = check_program(program, spec)
     plan = compute_plan(package)
-    passed, reasons = require_ane_gate(static, allow)
-    if plan.get("available"):
+    errors = program_errors(static)
+    reasons = [f"static rule {f['rule']} on {f['op']}: {f['detail']}" for f in errors[:5]]
+    if len(errors) > 5:
+        reasons.append(f"... and {len(errors) - 5} more program error(s)")
+    placed, placement_reasons = require_ane_gate(static, allow)
+    reasons += placement_reasons
+    if require_ane and plan.get("available"):
         off = [op for op in plan["ops"] if op["preferred"] != "NeuralEngine" and op["operator"] not in allow]
         if off:
-            passed = False
             reasons.append(f"MLComputePlan places {len(off)} non-constant op(s) off the Neural Engine, e.g. "
                            + ", ".join(f"{o['operator']}->{o['preferred']}" for o in off[:5]))
-    gate = {"require_ane": require_ane, "allow": sorted(allow), "passed": passed, "reasons": reasons,
-            "enforced": require_ane}
+    gate = {"require_ane": require_ane, "allow": sorted(allow), "passed": not reasons, "reasons": reasons,
+            "program_errors": len(errors)}
     return {"static": static, "compute_plan": plan, "op_counts": mil_op_counts(program)}, gate
 
 
@@ -109,7 +116,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
         progress("placement: static ANE rules" + (" and MLComputePlan" if sys.platform == "darwin" else ""))
         placement, gate = placement_report(package, require_ane, set(allow))
         progress("writing probe.json")
-        checks_passed = layout["passed"] and (gate["passed"] or not require_ane)
+        checks_passed = layout["passed"] and gate["passed"]
         report = {
             "format": "ane-engineering/probe/1",
             "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,

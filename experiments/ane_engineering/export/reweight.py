@@ -29,7 +29,7 @@ from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
 from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
-from .manifest import PACKAGE_NAME, read_manifest, write_manifest
+from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
 from .package_hash import DamagedPackageError, combine, package_content_hash
 from .staging import staged_directory
 from .streamed_file import StreamedFile
@@ -161,7 +161,7 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
     started = time.perf_counter()
     parent_dir = Path(parent_dir)
     parent = read_manifest(parent_dir)
-    parent_package = parent_dir / parent["package"]["path"]
+    parent_package = package_path(parent_dir, parent)
     if parent.get("compression"):
         c = parent["compression"]
         raise ReweightError(
@@ -198,9 +198,9 @@ def _require_unmodified(parent_dir: Path, parent: dict, parent_hash) -> None:
 
 def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, output: Path, compiled: Path | None,
                       started: float, parent_hash) -> dict:
-    parent_package = parent_dir / parent["package"]["path"]
+    parent_package = package_path(parent_dir, parent)
     writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
-    with staged_directory(output) as staging:
+    with staged_directory(output, [parent_dir]) as staging:
         package = staging / PACKAGE_NAME
         shutil.copytree(parent_package, package, ignore=_weight_file_only(parent_package))
         weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..cli import run_main
-from ..export.staging import refuse_existing_dir
+from ..export.staging import check_output
 from .candidate import BITS, MODES, palettize_candidate
 from .fast_palettizer import IMPLEMENTATIONS
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_existing_dir(args.output)
+    check_output(args.output, [args.package])
     report = palettize_candidate(args.package, args.output, args.bits, args.mode, args.group_size, args.workers,
                                  args.implementation, progress=lambda m: print(f"[palettize] {m}", file=sys.stderr))
     print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} ({report['compression']['implementation']})"

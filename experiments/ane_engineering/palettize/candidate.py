@@ -11,11 +11,14 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
 from ..export.convert import quiet_coremltools
 from ..export.manifest import PACKAGE_NAME, read_manifest, write_manifest
 from ..export.package_hash import package_content_hash
+from ..export.verified_copy import verified_copy
 from ..export.probe_run import peak_rss_bytes
 from ..export.staging import staged_directory
 
@@ -42,15 +45,54 @@ def resolve_implementation(mode: str, implementation: str) -> str:
     return implementation
 
 
-def verified_parent(parent_dir: Path) -> dict:
+def uncompressed_parent(parent_dir: Path) -> dict:
     manifest = read_manifest(parent_dir)
-    actual = package_content_hash(Path(parent_dir) / manifest["package"]["path"])["sha256"]
-    if actual != manifest["package"]["content_hash"]["sha256"]:
-        raise PalettizeError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
     if manifest.get("compression"):
         raise PalettizeError(f"{parent_dir}: already compressed ({manifest['compression']['method']}); "
                              "palettize the uncompressed export")
     return manifest
+
+
+def palettized_contents(package: Path) -> dict:
+    """What a saved package really holds: conv weights over WEIGHT_THRESHOLD elements, and which of them are fed by
+    a LUT (with the bits and group size each LUT implies: lut (Cout/group, 1, 1, 1, 2^bits, 1))."""
+    from ..placement.rules import iter_operations
+    from ..placement.static_check import load_program
+
+    program, _ = load_program(package)
+    producers = {out.name: op for op in iter_operations(program) for out in op.outputs}
+    eligible, palettized, bits, groups = [], [], set(), set()
+    for op in iter_operations(program):
+        if op.op_type not in OP_TYPES:
+            continue
+        weight = op.inputs["weight"]
+        if weight.shape is None or int(np.prod(weight.shape)) <= WEIGHT_THRESHOLD:
+            continue
+        eligible.append(op.name)
+        source = producers.get(weight.name)
+        if source is not None and source.op_type == "constexpr_lut_to_dense":
+            palettized.append(op.name)
+            lut = source.inputs["lut"].shape
+            bits.add(int(np.log2(lut[-2])))
+            groups.add(int(weight.shape[0]) // int(lut[0]))
+    return {"eligible_weights": len(eligible), "palettized_weights": len(palettized), "bits": sorted(bits),
+            "group_sizes": sorted(groups), "unpalettized": [n for n in eligible if n not in palettized]}
+
+
+def require_contents(contents: dict, bits: int, group_size: int) -> None:
+    """A manifest never records a compression the package does not have: refuse a palettization that left eligible
+    weights dense, or whose LUTs are not the requested bits and group size."""
+    if not contents["palettized_weights"]:
+        raise PalettizeError(f"palettization changed nothing: none of the {contents['eligible_weights']} conv weights "
+                             f"over {WEIGHT_THRESHOLD} elements got a LUT (group size {group_size} cannot split their "
+                             "output channels?)")
+    if contents["unpalettized"]:
+        raise PalettizeError(f"{len(contents['unpalettized'])} of {contents['eligible_weights']} eligible conv weights "
+                             f"were left dense (e.g. {contents['unpalettized'][0]}); refusing a partly palettized "
+                             f"package recorded as W{bits}")
+    if contents["bits"] != [bits] or contents["group_sizes"] != [group_size]:
+        raise PalettizeError(f"the package holds LUTs of {contents['bits']} bits and groups of {contents['group_sizes']}"
+                             f", not the requested W{bits}, group {group_size}")
 
 
 def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, group_size: int, workers: int = 2,
@@ -63,15 +105,16 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
         raise PalettizeError(f"--group-size must be positive, got {group_size}")
     implementation = resolve_implementation(mode, implementation)
     say = progress or (lambda message: None)
-    parent = verified_parent(parent_dir)
-    with staged_directory(output) as staging:
-        say(f"loading {parent_dir / parent['package']['path']}")
+    parent = uncompressed_parent(parent_dir)
+    with verified_copy(Path(parent_dir), parent) as parent_package, \
+            staged_directory(output, [parent_dir]) as staging:
+        say(f"loading {parent_dir} (verified copy)")
         with quiet_coremltools():
             import coremltools as ct
 
             from .fast_palettizer import palettize_package
 
-            model = ct.models.MLModel(str(Path(parent_dir) / parent["package"]["path"]), skip_model_load=True)
+            model = ct.models.MLModel(str(parent_package), skip_model_load=True)
             say(f"palettizing conv weights > {WEIGHT_THRESHOLD} elements: W{bits} {mode}, group {group_size}, "
                 f"{implementation}, {workers} worker(s)")
             stats: dict = {}
@@ -82,10 +125,13 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
             seconds = time.perf_counter() - started
             say("saving, hashing and sealing the manifest")
             palettized.save(str(staging / PACKAGE_NAME))
+            contents = palettized_contents(staging / PACKAGE_NAME)
+        require_contents(contents, bits, group_size)
         content_hash = package_content_hash(staging / PACKAGE_NAME)
         compression = {"method": "palettize", "bits": bits, "mode": mode, "granularity": "per_grouped_channel",
                        "group_size": group_size, "weight_threshold": WEIGHT_THRESHOLD, "op_types": list(OP_TYPES),
-                       "implementation": implementation, "workers": workers, "lut_dtype": "float16"}
+                       "implementation": implementation, "workers": workers, "lut_dtype": "float16",
+                       "palettized_weights": contents["palettized_weights"]}
         manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
                     "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
                     "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "palettize",
@@ -99,7 +145,7 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
             "seconds": seconds,
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))},
             "peak_rss_bytes": peak_rss_bytes(),
-            "parent_bytes": package_bytes(Path(parent_dir) / parent["package"]["path"]),
+            "parent_bytes": package_bytes(parent_package),
             "package_bytes": package_bytes(staging / PACKAGE_NAME),
             "package_sha256": content_hash["sha256"],
             "parent": manifest["parent"],

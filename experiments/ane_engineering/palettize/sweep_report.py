@@ -47,6 +47,8 @@ def plot(sweep: dict, path: Path) -> None:
     for row in rows:
         size = row["package_mb"]
         label = row["name"]
+        if size is None or row["max_calibrated_error"] is None:
+            continue  # refused or non-finite: no figure to plot (the table lists it as FAIL)
         color = "tab:green" if row["passed"] else "tab:red"
         left.scatter(size, max(row["max_calibrated_error"], 1e-7), marker=markers[row["mode"]], color=color)
         left.annotate(label, (size, max(row["max_calibrated_error"], 1e-7)), fontsize=7, xytext=(3, 3),

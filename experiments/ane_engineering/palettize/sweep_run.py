@@ -16,6 +16,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from .. import gates
+from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, machine, portable_path, tool_versions
 from .candidate import package_bytes, palettize_candidate
 
@@ -60,19 +61,33 @@ def _row(name: str, settings: dict | None, package_dir: Path, report: dict, repo
     }
 
 
+def _refused_row(name: str, settings: dict, error: HarnessError) -> dict:
+    """A candidate that could not be made or run: failed, with the reason, and no figures."""
+    return {"name": name, **settings, "package": None, "package_bytes": None, "package_mb": None,
+            "palettize_seconds": None, "length": None, "evaluated": 0, "skipped": 0, "argmax_matches": 0,
+            "max_calibrated_error": None, "max_action_probability_error": None, "max_option_logit_error": None,
+            "max_action_logit_error": None, "passed": False, "failed_reasons": [f"refused: {error}"],
+            "validation": None}
+
+
 def run_candidate(job: dict) -> dict:
-    """Worker: palettize one candidate and validate it. Runs in a fresh process."""
+    """Worker: palettize one candidate and validate it. Runs in a fresh process. A candidate the harness refuses
+    (e.g. a palettization that changes nothing) is a failed row, so the other candidates still run."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)
     output = Path(job["output"])
-    report = palettize_candidate(Path(job["parent"]), output, job["bits"], job["mode"], job["group_size"],
-                                 workers=job["kmeans_workers"], implementation=job["implementation"])
-    report_path = output / VALIDATION_NAME
-    validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
     settings = {"bits": job["bits"], "mode": job["mode"], "group_size": job["group_size"],
-                "implementation": report["compression"]["implementation"]}
+                "implementation": job["implementation"]}
+    try:
+        report = palettize_candidate(Path(job["parent"]), output, job["bits"], job["mode"], job["group_size"],
+                                     workers=job["kmeans_workers"], implementation=job["implementation"])
+        settings["implementation"] = report["compression"]["implementation"]
+        report_path = output / VALIDATION_NAME
+        validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
+    except HarnessError as error:
+        return _refused_row(output.name, settings, error)
     return _row(output.name, settings, output, validation, report_path, report["seconds"], Path(job["sweep_dir"]))
 
 
@@ -98,12 +113,14 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
         for done, future in enumerate(as_completed(futures), start=1):
             row = future.result()
             rows.append(row)
-            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_bytes'] / 1e6:.2f} MB, max calibrated "
-                  f"error {row['max_calibrated_error']:.5f}, max option-logit error {row['max_option_logit_error']:.4f}"
-                  f" -> {'pass' if row['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
+            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_mb']} MB, max calibrated error "
+                  f"{row['max_calibrated_error']}, max option-logit error {row['max_option_logit_error']} -> "
+                  f"{'pass' if row['passed'] else 'FAIL: ' + '; '.join(row['failed_reasons'][:2])}",
+                  file=sys.stderr, flush=True)
     rows.sort(key=lambda r: (-r["bits"], r["mode"], r["group_size"]))
     for row in [baseline] + rows:
-        row["size_ratio_vs_fp16"] = round(row["package_bytes"] / baseline["package_bytes"], 3)
+        row["size_ratio_vs_fp16"] = (None if row["package_bytes"] is None
+                                     else round(row["package_bytes"] / baseline["package_bytes"], 3))
     return {
         "format": "ane-engineering/evidence/sweep/1",
         "parent": {"path": portable_path(parent, output), **{k: baseline[k] for k in ("package_bytes", "length")}},

@@ -12,7 +12,8 @@ Severity:
 constraints it says whether the constraint applies to a Core ML package:
     "enforced"        checked here, with error severity,
     "warned"          checked here, with warning severity (Core ML itself copes, the hazard remains),
-    "not applicable"  kept in the catalogue for completeness; its check never finds anything, and `reason` says why.
+    "not applicable"  documented only: kept in the catalogue so the Orion list is complete, with no check and no
+                      severity (a Core ML package cannot violate it; `reason` says why).
 
 Every rule is a prediction from static facts (op types, shapes, dtypes, constants). Core ML decides placement with
 its own cost model, which depends on the chip and OS version (apple/coremltools issue #1780: "There is no static
@@ -167,13 +168,16 @@ class Rule:
     id: str
     statement: str
     source: str
-    severity: str
+    severity: str | None  # None: documented only (no check runs)
     orion: Orion | None
-    check: Callable[["CheckContext"], list] = field(compare=False, repr=False)
+    check: Callable[["CheckContext"], list] | None = field(compare=False, repr=False)
     note: str = ""
 
     def __post_init__(self):
-        if self.severity not in SEVERITIES:
+        if self.applicable != (self.check is not None) or self.applicable != (self.severity is not None):
+            raise ValueError(f"{self.id}: an applicable rule has a check and a severity; a documented-only "
+                             "(not applicable) rule has neither")
+        if self.severity is not None and self.severity not in SEVERITIES:
             raise ValueError(f"{self.id}: severity {self.severity!r} not in {SEVERITIES}")
 
     @property
@@ -645,17 +649,17 @@ def check_runtime_weights(ctx: CheckContext, rule_id: str) -> list[Finding]:
     return found
 
 
-def never(ctx: CheckContext, rule_id: str) -> list[Finding]:
-    """Checks of "not applicable" rules: Core ML packages cannot violate them (the rule's reason says why)."""
-    return []
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The catalogue.
 # ----------------------------------------------------------------------------------------------------------------
 def _rule(rule_id: str, statement: str, source: str, severity: str, check, orion: Orion | None = None,
           note: str = "") -> Rule:
     return Rule(rule_id, statement, source, severity, orion, lambda ctx, _c=check, _id=rule_id: _c(ctx, _id), note)
+
+
+def _documented(rule_id: str, statement: str, source: str, orion: Orion) -> Rule:
+    """A catalogued constraint that does not apply to Core ML packages: no check, no severity."""
+    return Rule(rule_id, statement, source, None, orion, None)
 
 
 CATALOGUE: tuple[Rule, ...] = (
@@ -804,29 +808,25 @@ CATALOGUE: tuple[Rule, ...] = (
           "warning", check_runtime_weights,
           orion=Orion("warned", "A Core ML package bakes its const weights into the compiled program; a weight "
                                 "computed at run time may still compile but risks leaving the ANE.")),
-    _rule("ANE-R28-io-alphabetical",
-          "Program inputs and outputs are ordered alphabetically by name.",
-          SRC_ORION,
-          "error", never,
-          orion=Orion("not applicable", "Core ML binds inputs and outputs by name; the order in a package does not "
-                                        "matter.")),
-    _rule("ANE-R29-min-surface",
-          "Every I/O tensor occupies at least about 49 KB.",
-          SRC_ORION,
-          "warning", never,
-          orion=Orion("not applicable", "Core ML allocates and pads the I/O surfaces itself; a small tensor such as "
-                                        "the (1, 1, 1, 32) option logits is legal.")),
-    _rule("ANE-R30-uniform-outputs",
-          "All outputs of a program have the same size.",
-          SRC_ORION,
-          "error", never,
-          orion=Orion("not applicable", "Core ML programs may return outputs of different sizes; it lays them out.")),
-    _rule("ANE-R31-compile-budget",
-          "At most about 119 ANE compiles per process.",
-          SRC_ORION,
-          "warning", never,
-          orion=Orion("not applicable", "One package is compiled once per load; the budget matters to delta-"
-                                        "compilation or per-step training loops, not to a single Core ML package.")),
+    _documented("ANE-R28-io-alphabetical",
+                "Program inputs and outputs are ordered alphabetically by name.",
+                SRC_ORION,
+                orion=Orion("not applicable", "Core ML binds inputs and outputs by name; the order in a package does not "
+                                              "matter.")),
+    _documented("ANE-R29-min-surface",
+                "Every I/O tensor occupies at least about 49 KB.",
+                SRC_ORION,
+                orion=Orion("not applicable", "Core ML allocates and pads the I/O surfaces itself; a small tensor such as "
+                                              "the (1, 1, 1, 32) option logits is legal.")),
+    _documented("ANE-R30-uniform-outputs",
+                "All outputs of a program have the same size.",
+                SRC_ORION,
+                orion=Orion("not applicable", "Core ML programs may return outputs of different sizes; it lays them out.")),
+    _documented("ANE-R31-compile-budget",
+                "At most about 119 ANE compiles per process.",
+                SRC_ORION,
+                orion=Orion("not applicable", "One package is compiled once per load; the budget matters to delta-"
+                                              "compilation or per-step training loops, not to a single Core ML package.")),
 )
 
 CATALOGUE_BY_ID = {rule.id: rule for rule in CATALOGUE}

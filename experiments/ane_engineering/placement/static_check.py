@@ -39,9 +39,10 @@ def load_program(package_path) -> tuple[object, object]:
 def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE) -> dict:
     """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report."""
     ctx = CheckContext(program, spec)
-    severity = {rule.id: rule.severity for rule in rules}
+    checked = [rule for rule in rules if rule.check is not None]  # documented-only rules have no check
+    severity = {rule.id: rule.severity for rule in checked}
     findings = []
-    for rule in rules:
+    for rule in checked:
         findings.extend(rule.check(ctx))
 
     non_constant = {op.name: op.op_type for op in ctx.non_constant_ops}
@@ -70,6 +71,13 @@ def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CAT
         "predicted_ane_fraction": (n_ops - len(off)) / n_ops if n_ops else None,
         "spec_checked": spec is not None,
     }
+
+
+def program_errors(report: dict) -> list[dict]:
+    """Error findings that are not a placement prediction: the program breaks a rule it must keep (e.g. a constant
+    that is not finite or does not fit FP16), whichever device runs it."""
+    off = set(report.get("predicted_off_ane", []))
+    return [f for f in report.get("findings", []) if f["severity"] == "error" and f["op"] not in off]
 
 
 def require_ane_gate(report: dict, allow_op_types: set[str] | frozenset[str] = frozenset()) -> tuple[bool, list[str]]:

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import gates
+from ..decision.host import NonFiniteOutputError
 from ..decision.questions import load_questions
-from ..evidence.provenance import harness_fingerprint, machine, portable_description, portable_path, tool_versions
+from ..evidence.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
 from ..runtime import ANEAgent
 from .golden import GoldenError
 
@@ -61,6 +62,19 @@ def compare(decision, golden: dict) -> dict:
     return record
 
 
+def non_finite_record(encoded, golden: dict, error: NonFiniteOutputError) -> dict:
+    """The record of a question whose package outputs were not finite: no decision, no errors, the finite gate failed."""
+    return {
+        "id": golden["question_id"], "kind": golden["kind"], "tokens": encoded.num_tokens,
+        "decision": None, "golden_decision": golden["decision_index"],
+        "action": None, "golden_action": golden["action_index"],
+        "calibrated_error": None, "action_probability_error": None, "option_logit_error": None,
+        "action_logit_error": None,
+        "finite": False, "non_finite": str(error),
+        "failed_gates": [f"finite gate: {error}"], "passed": False,
+    }
+
+
 def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None) -> dict:
     records, skipped, public = [], [], {}
     for question in questions:
@@ -68,9 +82,13 @@ def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict,
         if encoded.num_tokens > length:
             skipped.append({"id": question.id, "tokens": encoded.num_tokens, "reason": f"longer than bucket {length}"})
             continue
-        decision, _ = agent.decide_encoded(encoded, length)
-        records.append(compare(decision, golden_by_id[question.id]))
-        public[question.id] = (encoded, decision.public)
+        try:
+            decision, _ = agent.decide_encoded(encoded, length)
+        except NonFiniteOutputError as error:
+            records.append(non_finite_record(encoded, golden_by_id[question.id], error))
+        else:
+            records.append(compare(decision, golden_by_id[question.id]))
+            public[question.id] = (encoded, decision.public)
         if progress:
             progress()
     # Repeated calls: round-robin over the evaluated questions; every public output must be identical.
@@ -79,15 +97,18 @@ def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict,
     for call in range(repeats if evaluated else 0):
         qid = evaluated[call % len(evaluated)]
         encoded, first = public[qid]
-        again, _ = agent.decide_encoded(encoded, length)
-        if again.public != first:
+        try:
+            again = agent.decide_encoded(encoded, length)[0].public
+        except NonFiniteOutputError as error:
+            again = f"non-finite: {error}"
+        if again != first:
             mismatches.append({"call": call, "id": qid})
         if progress:
             progress()
     failed = [r for r in records if not r["passed"]]
 
-    def worst(key):
-        return max((r[key] for r in records), default=None)
+    def worst(key):  # over the questions that produced a decision (non-finite ones failed their gate already)
+        return max((r[key] for r in records if r[key] is not None), default=None)
 
     return {
         "length": length,
@@ -156,7 +177,7 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
         "packages": [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
                       "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
                       "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())],
-        "backend": portable_description(agent.backend.describe(), evidence_dir),
+        "backend": backend_record(agent.backend.describe()),
         "machine": machine(),
         "tools": tool_versions(),
         "harness": harness_fingerprint(),
