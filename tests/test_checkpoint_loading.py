@@ -214,14 +214,14 @@ HEAD_FIELD_ERRORS = [
     (dict(num_layers="1"), r"decision_head: field 'num_layers' must be an integer"),
     (dict(num_attention_heads=3), r"decision_head: field 'num_attention_heads' 3"),
     (dict(marker_token_id=260), r"decision_head: field 'marker_token_id' 260 is outside the vocabulary"),
-    (dict(output_decimals=0), r"decision_head: field 'output_decimals' must be 1..8"),
+    (dict(output_decimals=0), r"decision_head: field 'output_decimals' must be at least 1, got 0"),
     (dict(rope_theta=-1.0), r"decision_head: field 'rope_theta' must be a positive"),
     (dict(action_head={"hidden_size": 64, "actions": ["answer", "answer"]}), r"action_head: field 'actions'"),
     (dict(action_head={"hidden_size": 64, "actions": ["a", "b"], "activation": "relu"}), r"action_head: field 'activation'"),
     (dict(calibration={"temperature": {"choice": 1.0, "score": 1.0}, "none_logit": 0.0}),
      r"calibration.temperature: missing required field 'noul'"),
     (dict(calibration={"temperature": {"choice": 1.0, "score": 1.0, "noul": 1.0, "essay": 1.0}, "none_logit": 0.0}),
-     r"calibration.temperature: unknown question kinds \['essay'\]"),
+     r"calibration.temperature: unknown field\(s\) \['essay'\]"),
     (dict(calibration={"temperature": {"choice": 1.0, "score": 0.0, "noul": 1.0}, "none_logit": 0.0}),
      r"calibration.temperature: field 'score' must be a positive"),
 ]
@@ -238,7 +238,7 @@ def test_bad_decision_head_field_is_refused_by_name(overrides, message):
 def test_decision_head_that_is_not_an_object_is_refused():
     raw = small_config()
     raw["decision_head"] = ["not", "an", "object"]
-    with pytest.raises(ConfigError, match="decision_head: must be a JSON object"):
+    with pytest.raises(ConfigError, match="config.json: field 'decision_head' must be an object or null, got list"):
         parse_config(raw)
 
 

@@ -3,6 +3,7 @@ the reference check, and the L x L attention share of tiny BC1S bodies."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -13,6 +14,8 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
 from experiments.ane_engineering import reference_run
+from experiments.ane_engineering.errors import HarnessError
+from experiments.ane_engineering.json_documents import read_json
 from experiments.ane_engineering.evidence import cost_model
 from experiments.ane_engineering.evidence.cost_model import (
     cost_report, latency_floor, load_chips, op_cost, program_cost, reference_check, window_fraction)
@@ -175,13 +178,20 @@ def test_chip_table_has_a_source_for_every_figure():
     assert "maderix" in chips["M4"]["fp16_basis"]
 
 
-def test_reference_run_names_its_source_and_machine():
+def test_reference_run_names_its_source_and_machine(tmp_path):
     reference = reference_run.load()
     assert reference_run.citation(reference) == ("reference run reported by the project's user (date unknown): "
                                                  "Apple M3 Max, macOS 27.2, coremltools 9.0, torch 2.7.0")
     assert reference_run.chip() in load_chips()
     for measurement in reference["timings"]["measurements"]:
         assert measurement["p50_ms"] > 0 and measurement["what"] and measurement["scope"] in ("body", "full_path")
+    # the file is read through its schema: a timing without its figure is refused, not half-read
+    broken = json.loads(reference_run.PATH.read_text(encoding="utf-8"))
+    del broken["timings"]["measurements"][0]["p50_ms"]
+    path = tmp_path / "reference_run.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(HarnessError, match="p50_ms"):
+        read_json(path, reference_run.SCHEMA)
 
 
 def test_reference_check_reports_measured_over_floor():

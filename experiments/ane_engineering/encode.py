@@ -38,6 +38,11 @@ def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
     if ids is not None:
         return parse_ids(ids)
     tokenizer = checkpoint.require_tokenizer("--text")
+    try:  # argv bytes that are not UTF-8 arrive as lone surrogates (PEP 383); they are not text
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise UsageError(f"--text is not valid UTF-8 (byte 0x{ord(text[error.start]) & 0xFF:02x} at character "
+                         f"{error.start})") from None
     # The tokenizer's own post-processor decides special tokens, as transformers' tokenizer would.
     return tokenizer.encode(text).ids
 

@@ -1,26 +1,45 @@
 """The reference run this harness reproduces: facts from outside the project, in reference_run.json (their one home).
 
 The run was measured on the project's user's Mac and reported to the project; nothing here is measured by the
-harness. `load()` reads the file; `citation()` names its source wherever a figure of it is shown.
+harness. `load()` reads the file (checked against SCHEMA); `citation()` names its source wherever a figure of it
+is shown.
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from pathlib import Path
 
+from .json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER, array_of,
+                             closed_object, open_object, read_json)
+
 PATH = Path(__file__).resolve().parent / "reference_run.json"
-
-
-@lru_cache(maxsize=1)
-def _load_text() -> str:
-    return PATH.read_text(encoding="utf-8")
+_WHAT = {"what": NON_EMPTY_STRING}
+SCHEMA = open_object({
+    "provenance": closed_object({"reported_by": NON_EMPTY_STRING, "date": NON_EMPTY_STRING,
+                                 "citation": NON_EMPTY_STRING}),
+    "machine": closed_object({"chip": NON_EMPTY_STRING, "os": NON_EMPTY_STRING}),
+    "software": {"type": "object", "minProperties": 1, "additionalProperties": NON_EMPTY_STRING},
+    "model": open_object({"encoder": {"type": "object", "additionalProperties": POSITIVE_INTEGER},
+                          "head": {"type": "object", "additionalProperties": POSITIVE_INTEGER}}),
+    "timings": open_object({
+        "measurements": array_of(closed_object(
+            {"id": NON_EMPTY_STRING, "length": POSITIVE_INTEGER, "scope": {"enum": ["body", "full_path"]},
+             "p50_ms": POSITIVE_NUMBER, **_WHAT},
+            {"p95_ms": POSITIVE_NUMBER, "warmup": NON_NEGATIVE_INTEGER, "calls": POSITIVE_INTEGER}), 1),
+        "mlx": closed_object({"p50_ms": POSITIVE_NUMBER, **_WHAT}),
+    }),
+    "placement": open_object({
+        "compute_units": NON_EMPTY_STRING,
+        "bxlxc_export": open_object({"assigned_ops": POSITIVE_INTEGER, "on_cpu": POSITIVE_INTEGER, **_WHAT}),
+        "bc1s_export": open_object({"non_constant_ops": POSITIVE_INTEGER, "on_ane": POSITIVE_INTEGER, **_WHAT}),
+    }),
+    "layout_check": closed_object({"max_abs": POSITIVE_NUMBER, **_WHAT}),
+})
 
 
 def load() -> dict:
-    """A fresh copy of reference_run.json (callers may keep or change it without touching the next caller's)."""
-    return json.loads(_load_text())
+    """reference_run.json, checked (a fresh copy: callers may keep or change it)."""
+    return read_json(PATH, SCHEMA)
 
 
 def citation(reference: dict | None = None) -> str:

@@ -23,6 +23,7 @@ from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, run_main
 from .errors import HarnessError
 from .export.staging import check_output
+from .json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
 
 SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
 
@@ -61,8 +62,16 @@ def _run(command_main, argv: list[str], expect_pass: bool = True) -> int:
     return status
 
 
+# What reproduce reads of sweep.json: every candidate says whether it passed; a passing one names its package.
+SWEEP_SCHEMA = open_object({"candidates": array_of({
+    **open_object({"passed": BOOLEAN}),
+    "if": {"required": ["passed"], "properties": {"passed": {"const": True}}},
+    "then": open_object({"package": NON_EMPTY_STRING, "package_bytes": POSITIVE_INTEGER}),
+})})
+
+
 def best_passing_candidate(sweep_dir: Path) -> Path | None:
-    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    sweep = read_json(sweep_dir / "sweep.json", SWEEP_SCHEMA)
     passing = [c for c in sweep["candidates"] if c["passed"]]
     if not passing:
         return None

@@ -13,12 +13,17 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from ..json_documents import SHA256, STRING, open_object
 from .config import ConfigError, ModelConfig, parse_config
 from .files import (TOKENIZER_FILE, read_config_json, read_shapes, read_tensors, sha256_file, weight_files,
                     weights_sha256, CONFIG_FILE)
 from .source import DEFAULT_SOURCE, SOURCE_HELP, resolve_source
-from .tensors import CheckpointError, canonicalize_names
+from .tensors import CheckpointError, canonicalize_names, require_host_memory
 from .tokenizer import load_tokenizer
+
+# Checkpoint.hashes as recorded in manifests, goldens and evidence (a json_documents schema fragment).
+SOURCE_HASHES = open_object({"source": STRING, "weights_sha256": SHA256, "config_sha256": SHA256},
+                            {"tokenizer_sha256": {**SHA256, "type": ["string", "null"]}})
 
 __all__ = ["Checkpoint", "CheckpointError", "ConfigError", "DEFAULT_SOURCE", "SOURCE_HELP", "load_checkpoint",
            "load_checkpoint_dir"]
@@ -56,7 +61,8 @@ class Checkpoint:
 def load_checkpoint_dir(directory: Path, source: str | None = None) -> Checkpoint:
     directory = Path(directory)
     raw = read_config_json(directory)
-    config = parse_config(raw)
+    config = parse_config(raw, str(directory / CONFIG_FILE))
+    require_host_memory(config, str(directory / CONFIG_FILE))
     files = weight_files(directory)
     mapping = canonicalize_names(read_shapes(files), config)
     tensors = read_tensors(files, mapping)

@@ -26,9 +26,10 @@ import torch
 from safetensors.torch import save_file
 
 from ..errors import HarnessError
-from .builtin_fit import FIT_PATH, apply_fit
+from ..json_documents import read_json
+from .builtin_fit import FIT_PATH, FIT_SCHEMA, apply_fit
 from .config import ModelConfig, head_config_to_json, parse_config
-from .tensors import expected_tensors
+from .tensors import expected_tensors, require_host_memory
 from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
 
 BUILTIN_SEED = 0
@@ -113,10 +114,11 @@ def build_builtin(name: str, directory: Path) -> dict:
     raw = BUILTINS[name]
     config = parse_config(raw)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
+    require_host_memory(config, f"builtin:{name}")
     tensors = random_tensors(config, BUILTIN_SEED)
     meta = {"name": name, "seed": BUILTIN_SEED}
     if name == "tiny":
-        fitted = json.loads(FIT_PATH.read_text(encoding="utf-8"))
+        fitted = read_json(FIT_PATH, FIT_SCHEMA)
         tensors = apply_fit(tensors, fitted)
         meta.update(fit=FIT_PATH.name, margins_when_fitted=fitted["margins_when_fitted"])
     _write(directory, config_json, tensors, meta)

@@ -13,9 +13,16 @@ from pathlib import Path
 
 import torch
 
+from ..json_documents import NUMBER, POSITIVE_INTEGER, SHA256, array_of, closed_object, open_object
 from .tensors import HEAD_PREFIX
 
 FIT_PATH = Path(__file__).with_name("builtin_tiny_fit.json")
+FIT_SCHEMA = open_object({
+    "base_tensors_sha256": SHA256,
+    "tensors": {"type": "object", "additionalProperties": closed_object({"shape": array_of(POSITIVE_INTEGER, 1),
+                                                                         "values": array_of(NUMBER, 1)})},
+    "margins_when_fitted": closed_object({"min_decision_logit_gap": NUMBER, "min_action_logit_gap": NUMBER}),
+}, {"target_gap": NUMBER})
 FITTED = (f"{HEAD_PREFIX}scorer.out.weight", f"{HEAD_PREFIX}scorer.out.bias",
           f"{HEAD_PREFIX}action.fc2.weight", f"{HEAD_PREFIX}action.fc2.bias")
 

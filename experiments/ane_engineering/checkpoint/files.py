@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ..json_documents import ANY_OBJECT, open_object, read_json
+from .config import ConfigError
 from .tensors import CheckpointError
 
 WEIGHTS_FILE = "model.safetensors"
@@ -21,6 +23,12 @@ CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 ACCEPTED_DTYPES = {torch.float32, torch.float16, torch.bfloat16}
+# model.safetensors.index.json as transformers writes it; only weight_map is read: tensor name -> a shard file
+# of this directory (no path separators, so a shard cannot live elsewhere).
+SHARD_NAME = {"type": "string", "pattern": r"^[^/\\]+\.safetensors$",
+              "description": "a .safetensors file name in this directory"}
+INDEX_SCHEMA = open_object({"weight_map": {"type": "object", "minProperties": 1, "additionalProperties": SHARD_NAME}},
+                           {"metadata": {"type": "object"}})
 
 
 def sha256_file(path: Path) -> str:
@@ -35,13 +43,11 @@ def sha256_json(value) -> str:
 
 
 def read_config_json(directory: Path) -> dict:
+    """config.json parsed strictly; its fields are checked by config.parse_config."""
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise CheckpointError(f"{directory}: no {CONFIG_FILE}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{path}: not valid JSON ({error})") from error
+    return read_json(path, ANY_OBJECT, ConfigError)
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -50,13 +56,8 @@ def weight_files(directory: Path) -> list[Path]:
     if single.is_file():
         return [single]
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise CheckpointError(f"{index}: not a valid safetensors index ({error})") from error
+        weight_map = read_json(index, INDEX_SCHEMA, CheckpointError)["weight_map"]
         shards = sorted(set(weight_map.values()))
-        if not shards or not all(isinstance(s, str) and s.endswith(".safetensors") and "/" not in s for s in shards):
-            raise CheckpointError(f"{index}: weight_map must name .safetensors shards in this directory")
         missing = [s for s in shards if not (directory / s).is_file()]
         if missing:
             raise CheckpointError(f"{index}: shard(s) not found: {', '.join(missing)}")

@@ -7,12 +7,12 @@ it fails at once and tells the user to pass a local directory instead.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from ..errors import HarnessError
+from ..json_documents import NON_EMPTY_STRING, STRING, open_object, read_json
 
 PINS_FILE = Path(__file__).with_name("hub_pins.json")
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{40}$")
@@ -24,8 +24,13 @@ class HubSourceError(HarnessError):
     """The named hub source cannot be resolved here; the message says what to do instead."""
 
 
+# name -> the repository and the commit it is pinned to (null until a commit is verified); `note` says why.
+PINS_SCHEMA = {"type": "object", "additionalProperties": open_object(
+    {"repo_id": NON_EMPTY_STRING, "revision": {"type": ["string", "null"]}}, {"note": STRING})}
+
+
 def read_pins() -> dict:
-    return json.loads(PINS_FILE.read_text(encoding="utf-8"))
+    return read_json(PINS_FILE, PINS_SCHEMA, HubSourceError)
 
 
 def resolve_pin(name: str) -> tuple[str, str]:
@@ -35,7 +40,7 @@ def resolve_pin(name: str) -> tuple[str, str]:
     if base not in pins:
         raise HubSourceError(f"unknown named source {base!r}; known: {sorted(pins)}. Or pass --source DIR.")
     repo_id = pins[base]["repo_id"]
-    commit = override or pins[base].get("revision")
+    commit = override or pins[base]["revision"]
     if not commit:
         raise HubSourceError(
             f"no commit is pinned for {base!r} (repository {repo_id}) in {PINS_FILE.name}; pass "

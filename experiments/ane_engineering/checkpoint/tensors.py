@@ -7,8 +7,11 @@ Anything missing, unexpected or of the wrong shape is refused by name.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import HarnessError
-from .config import ModelConfig
+from ..limits import FLOAT32_BYTES, physical_memory_bytes
+from .config import ConfigError, ModelConfig
 
 HEAD_PREFIX = "decision_head."
 MLM_PREFIX = "model."
@@ -77,6 +80,18 @@ def expected_head_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical names (no `model.` prefix) -> shapes."""
     return {**expected_encoder_tensors(config), **expected_head_tensors(config)}
+
+
+def require_host_memory(config: ModelConfig, where: str = "config.json") -> int:
+    """The parameter count of `config`, refused before any tensor exists if its float32 weights (the form the harness
+    holds them in) exceed this machine's physical memory (limits.py). The count walks the tensor names, which the
+    schema's layer bound keeps to a few hundred thousand at most."""
+    parameters = sum(math.prod(shape) for shape in expected_tensors(config).values())
+    memory = physical_memory_bytes()
+    if memory is not None and parameters * FLOAT32_BYTES > memory:
+        raise ConfigError(f"{where}: the config implies {parameters:,} parameters, {parameters * FLOAT32_BYTES / 2**30:,.1f} "
+                          f"GiB as float32, more than this machine's {memory / 2**30:,.1f} GiB of memory")
+    return parameters
 
 
 def canonicalize_names(stored: dict[str, tuple[int, ...]], config: ModelConfig) -> dict[str, str]:

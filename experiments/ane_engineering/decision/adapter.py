@@ -29,6 +29,7 @@ from ..checkpoint import Checkpoint
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..errors import HarnessError
+from ..json_documents import check, open_object
 
 
 class AdapterError(HarnessError):
@@ -88,17 +89,28 @@ def make_adapter(config: ModelConfig, spec: LoraSpec, kind: str, tensors: dict[s
     return Adapter(spec, out, _digest(out, spec), name)
 
 
+# The safetensors metadata of an adapter file (a string -> string map, checked with the harness's JSON schemas).
+ADAPTER_METADATA_SCHEMA = open_object({
+    "rank": {"type": "string", "pattern": r"^[1-9][0-9]{0,4}$", "description": "a positive integer"},
+    "alpha": {"type": "string", "pattern": r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$",
+              "description": "a decimal number"},
+    "targets": {"type": "string", "pattern": r"^[a-z]+(,[a-z]+)*$", "description": "comma-separated names"},
+})
+
+
 def read_spec(path: Path) -> LoraSpec:
     """The rank, alpha and targets an adapter file declares in its metadata."""
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
-        return LoraSpec(int(metadata["rank"]), float(metadata["alpha"]), tuple(t for t in metadata["targets"].split(",") if t))
-    except (KeyError, ValueError, LoraSpecError) as error:
+    except Exception as error:  # not safetensors: refuse, never fall back to another loader
+        raise AdapterError(f"{path}: not a readable safetensors adapter ({error})") from error
+    check(metadata, ADAPTER_METADATA_SCHEMA, f"{path} metadata", AdapterError)
+    try:
+        return LoraSpec(int(metadata["rank"]), float(metadata["alpha"]), tuple(metadata["targets"].split(",")))
+    except LoraSpecError as error:
         raise AdapterError(f"{path}: metadata must give a positive integer rank, a positive finite alpha and "
                            f"targets ({error})") from error
-    except Exception as error:
-        raise AdapterError(f"{path}: not a readable safetensors adapter ({error})") from error
 
 
 def load_adapter(path: Path, config: ModelConfig, spec: LoraSpec | None = None, kind: str = "body") -> Adapter:

@@ -11,7 +11,6 @@ at the position of its marker. Inputs are never truncated: a question that does 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tokenizers import Tokenizer
 from ..checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
 from ..checkpoint.tokenizer import special_token_texts
 from ..errors import HarnessError
+from ..json_documents import NON_EMPTY_STRING, NUMBER, STRING, array_of, closed_object, read_json
 
 TYPE_QUESTION, TYPE_OPTION, TYPE_MARKER = 0, 1, 2
 FIXTURE_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "questions.json"
@@ -86,9 +86,28 @@ def encode_question(tokenizer: Tokenizer, head: DecisionHeadConfig, question: Qu
     return EncodedQuestion(question, tuple(ids), tuple(types), tuple(markers))
 
 
+# The fixture file (fixtures/questions.json): questions, and rubrics whose labels become the options of score
+# questions in the question's language. Relations (a known rubric, labels in that language, one label per point,
+# unique ids) are checked in load_questions.
+RUBRIC = closed_object({"points": array_of(NUMBER, 2),
+                        "labels": {"type": "object", "minProperties": 1, "additionalProperties": array_of(NON_EMPTY_STRING, 2)}})
+QUESTION = {
+    **closed_object({"id": NON_EMPTY_STRING, "kind": {"enum": list(QUESTION_KINDS)}, "text": NON_EMPTY_STRING},
+                    {"options": array_of(NON_EMPTY_STRING, 2), "rubric": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
+                     "script": STRING}),
+    # a score question takes its options from a rubric in its language; the others list their own
+    "if": {"required": ["kind"], "properties": {"kind": {"const": "score"}}},
+    "then": {"required": ["rubric", "language"]},
+    "else": {"required": ["options"]},
+}
+FIXTURE_SCHEMA = closed_object({"questions": array_of(QUESTION, 1)},
+                               {"format_version": {"const": 1}, "description": STRING,
+                                "rubrics": {"type": "object", "additionalProperties": RUBRIC}})
+
+
 def load_questions(path: Path = FIXTURE_PATH) -> list[Question]:
     """Read a fixture file (see fixtures/questions.json); score questions take their options from a rubric."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = read_json(path, FIXTURE_SCHEMA, QuestionError)
     rubrics = data.get("rubrics", {})
     questions, seen = [], set()
     for raw in data["questions"]:
@@ -98,12 +117,15 @@ def load_questions(path: Path = FIXTURE_PATH) -> list[Question]:
         seen.add(qid)
         points = None
         if raw["kind"] == "score":
-            rubric = rubrics.get(raw.get("rubric"))
+            rubric = rubrics.get(raw["rubric"])
             if rubric is None:
-                raise QuestionError(f"{path}: question {qid!r} names unknown rubric {raw.get('rubric')!r}")
+                raise QuestionError(f"{path}: question {qid!r} names unknown rubric {raw['rubric']!r}")
             labels = rubric["labels"].get(raw["language"])
             if labels is None:
                 raise QuestionError(f"{path}: rubric {raw['rubric']!r} has no labels in {raw['language']!r}")
+            if len(labels) != len(rubric["points"]):
+                raise QuestionError(f"{path}: rubric {raw['rubric']!r} has {len(labels)} labels in {raw['language']!r} "
+                                    f"for {len(rubric['points'])} points")
             options, points = tuple(labels), tuple(float(p) for p in rubric["points"])
         else:
             options = tuple(raw["options"])

@@ -45,13 +45,13 @@ reference_run.json (reference_run.py), a run reported by the project's user.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
 from pathlib import Path
 
 from ..errors import HarnessError
+from ..json_documents import POSITIVE_NUMBER, STRING, open_object, read_json
 from ..placement.rules import is_const_like, iter_operations  # constants: no device runs them
 from .. import reference_run
 
@@ -113,9 +113,15 @@ class CostModelError(HarnessError):
     """A program the cost model cannot count (e.g. a symbolic shape)."""
 
 
+CHIP = open_object({"peak_fp16_tflops": POSITIVE_NUMBER, "ane_bandwidth_gbs": POSITIVE_NUMBER,
+                    "fp16_basis": STRING, "bandwidth_source": STRING},
+                   {"peak_fp16_tflops_if_int8_counted": POSITIVE_NUMBER})
+CHIPS_SCHEMA = open_object({"chips": {"type": "object", "minProperties": 1, "additionalProperties": CHIP}})
+
+
 def load_chips(path: Path | str = CHIPS_PATH) -> dict:
     """The chip table (chips.json): {name: {peak_fp16_tflops, ane_bandwidth_gbs, ...sources}}."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))["chips"]
+    return read_json(path, CHIPS_SCHEMA)["chips"]
 
 
 # --------------------------------------------------------------------------------------------------------------

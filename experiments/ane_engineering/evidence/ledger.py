@@ -15,13 +15,13 @@ Numbers inside code spans (hashes, paths) and link targets are not figures, nor 
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import HarnessError
 from ..figures import Document, format_value, value_at
+from ..json_documents import ANY_OBJECT, read_json
 
 NUMBER = re.compile(r"(?<![\w.\-/])(\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?![\w.])")
 CODE_SPAN = re.compile(r"`[^`]*`")
@@ -52,7 +52,7 @@ class Evidence(Document):
     """One JSON file of a report; `fig` prints a field and records it in the ledger."""
 
     def __init__(self, ledger: "Ledger", path: Path):
-        super().__init__(json.loads(Path(path).read_text(encoding="utf-8")))
+        super().__init__(read_json(path, ANY_OBJECT))
         self.ledger, self.path = ledger, Path(path)
         if not self.path.resolve().is_relative_to(ledger.root):
             raise ReportError(f"{path} is outside the report's root {ledger.root}: a link to it would not resolve")
@@ -107,7 +107,7 @@ def check_report(markdown: str, figures: list[Figure], root: Path) -> list[str]:
     root, problems, documents = Path(root), [], {}
     for figure in figures:
         if figure.file not in documents:
-            documents[figure.file] = json.loads((root / figure.file).read_text(encoding="utf-8"))
+            documents[figure.file] = read_json(root / figure.file, ANY_OBJECT)
         try:
             expected = format_value(value_at(documents[figure.file], figure.path), figure.fmt)
         except (KeyError, IndexError, TypeError, ValueError) as error:

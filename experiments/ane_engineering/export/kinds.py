@@ -20,6 +20,7 @@ from ..bc1s.models import BC1SBody, BC1SEncoder, BC1SLayerBlock, BC1SMLPBlock
 from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
+from ..limits import MAX_DIMENSION
 
 KINDS = ("mlp", "layer", "encoder", "body", "baseline")
 BC1S_KINDS = ("mlp", "layer", "encoder", "body")
@@ -92,6 +93,8 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
         raise ExportSpecError(f"--length must be positive, got {length}")
     config, tensors = checkpoint.config, checkpoint.tensors
     c = config.encoder.hidden_size
+    if length > MAX_DIMENSION:
+        raise ExportSpecError(f"--length {length} exceeds {MAX_DIMENSION}, the largest tensor dimension Core ML loads")
     if length > config.encoder.max_position_embeddings:
         raise ExportSpecError(f"--length {length} exceeds max_position_embeddings {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:

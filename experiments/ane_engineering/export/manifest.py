@@ -12,16 +12,43 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..checkpoint import Checkpoint
+from ..bc1s.lora import LORA_TARGETS
+from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..errors import HarnessError
+from ..json_documents import NON_EMPTY_STRING, NUMBER, POSITIVE_INTEGER, SHA256, STRING, array_of, open_object, read_json
+from ..limits import MAX_DIMENSION
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from .convert import DEPLOYMENT_TARGET
-from .kinds import ExportSpec
+from .kinds import KINDS, ExportSpec
 
 PACKAGE_NAME = "model.mlpackage"
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "ane-engineering/manifest/1"
+
+
+# The fields readers use are required and checked; a derived package's manifest (palettize, reweight) adds its own.
+TENSOR_CONTRACT = open_object({"name": NON_EMPTY_STRING, "dtype": STRING,
+                               "shape": array_of({**POSITIVE_INTEGER, "maximum": MAX_DIMENSION}, 1)})
+MANIFEST_SCHEMA = open_object({
+    "format": {"const": MANIFEST_FORMAT}, "kind": {"enum": list(KINDS)},
+    "length": {**POSITIVE_INTEGER, "maximum": MAX_DIMENSION}, "source": SOURCE_HASHES,
+    "model_config": {"type": "object"},
+    "package": open_object({
+        "path": NON_EMPTY_STRING,  # that it stays inside the package directory is package_path's check
+        "content_hash": open_object({"sha256": SHA256, "files": {"type": "object", "additionalProperties": SHA256}}),
+    }),
+    "io": open_object({"inputs": array_of(TENSOR_CONTRACT), "outputs": array_of(TENSOR_CONTRACT, 1)}),
+    "manifest_sha256": SHA256,
+}, {
+    "layer_index": {"type": ["integer", "null"], "minimum": 0},
+    "lora": {"type": ["object", "null"], "required": ["rank", "alpha", "targets"],
+             "properties": {"rank": POSITIVE_INTEGER, "alpha": NUMBER,
+                            "targets": array_of({"enum": list(LORA_TARGETS)}, 1, uniqueItems=True)}},
+    "compression": {"type": ["object", "null"], "required": ["method"]},
+    "parent": {"type": ["object", "null"]},
+    "tools": {"type": "object"}, "harness": {"type": "object"}, "created_by": STRING,
+})
 
 
 class ManifestError(HarnessError):
@@ -63,9 +90,7 @@ def package_path(package_dir: Path, manifest: dict) -> Path:
     """The manifest's package, which must lie inside `package_dir`: a relative path without '..' that does not
     resolve (through a symlink) anywhere else. Otherwise an edited and re-sealed manifest could send every reader to
     another package's bytes."""
-    relative = manifest.get("package", {}).get("path") if isinstance(manifest.get("package"), dict) else None
-    if not isinstance(relative, str) or not relative:
-        raise ManifestError(f"{package_dir}: manifest names no package path")
+    relative = manifest["package"]["path"]  # a non-empty string (MANIFEST_SCHEMA)
     parts = Path(relative).parts
     if Path(relative).is_absolute() or ".." in parts or "\\" in relative:
         raise ManifestError(f"{package_dir}: package path {relative!r} must be relative to the package directory "
@@ -80,12 +105,7 @@ def package_path(package_dir: Path, manifest: dict) -> Path:
 
 def read_manifest(package_dir: Path) -> dict:
     path = Path(package_dir) / MANIFEST_NAME
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ManifestError(f"{package_dir}: cannot read {MANIFEST_NAME} ({error})") from error
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise ManifestError(f"{path}: not a manifest of format {MANIFEST_FORMAT}")
-    if manifest.get("manifest_sha256") != seal(manifest)["manifest_sha256"]:
+    manifest = read_json(path, MANIFEST_SCHEMA, ManifestError)
+    if manifest["manifest_sha256"] != seal(manifest)["manifest_sha256"]:
         raise ManifestError(f"{path}: content does not match its manifest_sha256 (edited or damaged)")
     return manifest

@@ -17,22 +17,33 @@ from pathlib import Path
 
 from ..checkpoint.files import sha256_file
 from ..errors import HarnessError
+from ..json_documents import NON_EMPTY_STRING, STRING, open_object, read_json
 
 MANIFEST = "Manifest.json"
 PROGRAM_SUFFIX = ".mlmodel"
 
 
-def canonical_manifest(path: Path) -> bytes:
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    entries = manifest.get("itemInfoEntries", {})
-    items = {entry["path"]: {k: v for k, v in entry.items() if k != "path"} for entry in entries.values()}
-    root = entries.get(manifest.get("rootModelIdentifier"), {}).get("path")
-    canonical = {"fileFormatVersion": manifest.get("fileFormatVersion"), "items": items, "root": root}
-    return json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
-
-
 class DamagedPackageError(HarnessError):
     pass
+
+
+# Core ML's Manifest.json: items keyed by UUID, each naming its path; the root model is one of them.
+COREML_MANIFEST_SCHEMA = open_object({
+    "fileFormatVersion": STRING,
+    "itemInfoEntries": {"type": "object", "minProperties": 1, "additionalProperties": open_object({"path": NON_EMPTY_STRING})},
+    "rootModelIdentifier": STRING,
+})
+
+
+def canonical_manifest(path: Path) -> bytes:
+    manifest = read_json(path, COREML_MANIFEST_SCHEMA, DamagedPackageError)
+    entries = manifest["itemInfoEntries"]
+    if manifest["rootModelIdentifier"] not in entries:
+        raise DamagedPackageError(f"{path}: rootModelIdentifier names no item; the package is damaged")
+    items = {entry["path"]: {k: v for k, v in entry.items() if k != "path"} for entry in entries.values()}
+    root = entries[manifest["rootModelIdentifier"]]["path"]
+    canonical = {"fileFormatVersion": manifest["fileFormatVersion"], "items": items, "root": root}
+    return json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
 
 
 def canonical_program(path: Path) -> bytes:

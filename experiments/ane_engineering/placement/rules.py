@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import reference_run
+from ..limits import MAX_DIMENSION
 
 SEVERITIES = ("error", "warning")
 ORION_STATUSES = ("enforced", "warned", "not applicable")
@@ -122,7 +123,6 @@ OWNED_BY_SPECIFIC_RULES = GATHER_OPS | RECURRENT_OPS | DYNAMIC_SHAPE_OPS | {"sca
 NATIVE_EINSUM_PATTERN = "abcd,adce->abce"
 
 # Thresholds.
-MAX_DIMENSION = 16384                 # any Core ML tensor dimension above this fails to load (SRC_ANE_LIMITS)
 ANE_ROW_BYTES = 64                    # the ANE pads the last axis of a tensor to 64 bytes
 SRAM_CLIFF_BYTES = 32 * 1024 * 1024   # Orion: throughput falls off a cliff near 32 MB of working set
 LARGE_TRANSPOSE_BYTES = 4 * 1024 * 1024

@@ -8,16 +8,18 @@ refused, and validation refuses a golden file made from other source weights.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import SOURCE_HASHES, Checkpoint
+from ..checkpoint.config import QUESTION_KINDS
 from ..checkpoint.files import sha256_json
 from ..decision.host import DecisionHost
 from ..decision.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
 from ..errors import HarnessError
+from ..json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, SHA256, STRING, array_of,
+                              open_object, read_json)
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..model.reference import ReferenceDecisionModel
 
@@ -75,23 +77,33 @@ def make_golden(checkpoint: Checkpoint, fixture: Path = FIXTURE_PATH, progress=N
     return {**body, "content_sha256": sha256_json(body)}
 
 
+FLOATS = array_of(NUMBER, 1)
+# One question's record (decision.host.Decision.to_json plus the language); the fields validation reads are required.
+GOLDEN_RECORD = open_object({
+    "question_id": NON_EMPTY_STRING, "kind": {"enum": list(QUESTION_KINDS)}, "option_logits": FLOATS,
+    "calibrated": FLOATS, "action_logits": FLOATS, "action_probabilities": FLOATS,
+    "decision_index": NON_NEGATIVE_INTEGER, "action_index": NON_NEGATIVE_INTEGER, "num_tokens": POSITIVE_INTEGER,
+    "public": {"type": "object"},
+}, {"language": {"type": ["string", "null"]}})
+GOLDEN_SCHEMA = open_object({
+    "format": {"const": GOLDEN_FORMAT}, "source": SOURCE_HASHES,
+    "fixture": open_object({"path": STRING, "sha256": SHA256, "questions": POSITIVE_INTEGER}),
+    "questions": array_of(GOLDEN_RECORD, 1), "content_sha256": SHA256,
+}, {"reference": STRING, "tools": {"type": "object"}, "harness": {"type": "object"}})
+
+
 def load_golden(path: Path, checkpoint: Checkpoint | None = None, fixture: Path = FIXTURE_PATH) -> dict:
-    """Read and verify a golden file: intact content, made from `checkpoint`'s weights, and the current fixture."""
-    try:
-        golden = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GoldenError(f"{path}: cannot read golden file ({error})") from error
-    if not isinstance(golden, dict) or golden.get("format") != GOLDEN_FORMAT:
-        raise GoldenError(f"{path}: not a golden file of format {GOLDEN_FORMAT}")
-    claimed = golden.get("content_sha256")
+    """Read and verify a golden file: its structure, intact content, made from `checkpoint`'s weights, and the
+    current fixture."""
+    golden = read_json(path, GOLDEN_SCHEMA, GoldenError)
     body = {k: v for k, v in golden.items() if k != "content_sha256"}
-    if claimed != sha256_json(body):
+    if golden["content_sha256"] != sha256_json(body):
         raise GoldenError(f"{path}: content does not match its content_sha256 (the file was edited or damaged)")
     if checkpoint is not None:
         for key in ("weights_sha256", "config_sha256"):
-            if golden["source"].get(key) != checkpoint.hashes[key]:
+            if golden["source"][key] != checkpoint.hashes[key]:
                 raise GoldenError(f"{path}: made from other source {key.split('_')[0]} "
-                                  f"({golden['source'].get(key, '?')[:12]}... vs {checkpoint.hashes[key][:12]}... of "
+                                  f"({golden['source'][key][:12]}... vs {checkpoint.hashes[key][:12]}... of "
                                   f"{checkpoint.source}); regenerate it with the golden command")
     if golden["fixture"]["sha256"] != fixture_sha256(fixture):
         raise GoldenError(f"{path}: made from another version of the fixture questions; regenerate it")
