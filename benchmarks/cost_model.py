@@ -2,8 +2,9 @@
 
 Reads the MIL program of each package (experiments/ane_engineering/evidence/cost_model.py), counts FLOPs and bytes
 per op, and predicts a latency floor per chip (chips.json, every figure with its source). Checks the floors against
-the reference run's timings (BRIEF.md: L96 body 4.403 ms, L1024 request 91.703 ms p50 on an M3 Max) and reports
-the measured / floor ratios, and how much of each bucket is attention's dense L x L work.
+the reference run's timings (experiments/ane_engineering/reference_run.json: a run on an M3 Max reported by the
+project's user) and reports the measured / floor ratios, and how much of each bucket is attention's dense L x L
+work.
 
 Give existing probe directories (each with model.mlpackage and manifest.json):
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from experiments.ane_engineering import reference_run  # noqa: E402
 from experiments.ane_engineering.cli import UsageError, atomic_file, run_main  # noqa: E402
 from experiments.ane_engineering.evidence import cost_model  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
@@ -174,7 +176,7 @@ def main(argv=None) -> int:
         body_costs[bucket["length"]] = {"totals": bucket["totals"], "by_category": bucket["by_category"],
                                         "lxl": bucket["lxl"]}
     check = {**cost_model.reference_check(body_costs, chips), "not_compared": skipped}
-    reference_chip = cost_model.REFERENCE_RUN["chip"]
+    reference_chip = reference_run.chip()
     evidence = {
         "format": FORMAT,
         "benchmark": "static cost model per bucket: FLOPs, bytes moved, roofline latency floors per chip",
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
         "chips": json.loads(cost_model.CHIPS_PATH.read_text(encoding="utf-8")),
         "summary": summary_rows(buckets, reference_chip),
         "reference_check": check,
-        "reference_run": cost_model.REFERENCE_RUN,
+        "reference_run": reference_run.load(),
         "buckets": buckets,
         "provenance": {
             "packages": [{"length": b["length"], "kind": b["kind"], **b["package"]} for b in buckets],

@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.ane_engineering.cli import atomic_file  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+    backend_record,
     harness_fingerprint,
     machine,
+    portable_path,
     tool_versions,
 )
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
@@ -104,9 +106,9 @@ def main(argv=None) -> int:
         "format": "ane-engineering/evidence/mil-executor/1",
         "benchmark": "mil executor vs BC1S torch FP32 forward, alternating in one process; executor RSS alone",
         "goal": {"time_ratio_max": GOAL_RATIO, "peak_rss_bytes_max": GOAL_RSS_BYTES},
-        "package": {"path": str(args.package), "length": length,
+        "package": {"path": portable_path(args.package, args.output.parent), "length": length,
                     "package_sha256": manifest["package"]["content_hash"]["sha256"], "source": manifest["source"]},
-        "backend": backend.describe(),
+        "backend": backend_record(backend.describe()),
         "rounds": args.rounds,
         "mil_seconds": mil_times, "torch_seconds": torch_times,
         "mil_p50_seconds": float(np.median(mil_times)), "torch_p50_seconds": float(np.median(torch_times)),

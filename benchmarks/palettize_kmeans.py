@@ -27,6 +27,7 @@ from experiments.ane_engineering.cli import atomic_file  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
+    portable_path,
     tool_versions,
 )
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
@@ -116,9 +117,10 @@ def main(argv=None) -> int:
                          "speedup": pair["coremltools"]["palettize_seconds"] / pair["exact"]["palettize_seconds"]})
     evidence = {
         "format": "ane-engineering/evidence/palettize-kmeans/1",
-        "benchmark": "coremltools k-means vs the project's exact k-means, per-grouped-channel group 32, one run",
+        "benchmark": f"coremltools k-means vs the project's exact k-means, per-grouped-channel group {GROUP_SIZE}, one run",
         "goal": {"w8_time_ratio_max": 0.1, "sse": "ours <= coremltools per group (ties allowed)"},
-        "parent": {"path": str(args.package), "package_sha256": manifest["package"]["content_hash"]["sha256"],
+        "parent": {"path": portable_path(args.package, args.output.parent),
+                   "package_sha256": manifest["package"]["content_hash"]["sha256"],
                    "source": manifest["source"], "kind": manifest["kind"], "length": manifest["length"]},
         "workers": args.workers, "runs": runs,
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),

@@ -36,6 +36,7 @@ from experiments.ane_engineering.cli import atomic_file  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
+    portable_path,
     tool_versions,
 )
 from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
@@ -135,7 +136,8 @@ def main(argv=None) -> int:
             "benchmark": "reweight vs full re-export of a same-architecture checkpoint, one run: fresh processes, "
                          "then one warm process",
             "goal": {"speedup_min": GOAL_SPEEDUP, "judged_on": "in one process: convert + save vs median reweight"},
-            "parent": {"path": str(args.package), "package_sha256": parent["package"]["content_hash"]["sha256"],
+            "parent": {"path": portable_path(args.package, args.output.parent),
+                       "package_sha256": parent["package"]["content_hash"]["sha256"],
                        "source": parent["source"], "kind": parent["kind"], "length": parent["length"]},
             "new_source_weights_sha256": exported["source"]["weights_sha256"],
             "export_command_seconds": export_seconds,

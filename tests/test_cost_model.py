@@ -3,6 +3,7 @@ the reference check, and the L x L attention share of tiny BC1S bodies."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,9 +13,12 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
+from experiments.ane_engineering import reference_run
+from experiments.ane_engineering.errors import HarnessError
+from experiments.ane_engineering.json_documents import read_json
 from experiments.ane_engineering.evidence import cost_model
 from experiments.ane_engineering.evidence.cost_model import (
-    REFERENCE_RUN, cost_report, latency_floor, load_chips, op_cost, program_cost, reference_check, window_fraction)
+    cost_report, latency_floor, load_chips, op_cost, program_cost, reference_check, window_fraction)
 
 OPSET = ct.target.macOS15
 FP16 = types.fp16
@@ -168,24 +172,40 @@ def test_chip_table_has_a_source_for_every_figure():
         assert chip["ane_tops_precision"].split()[0] in ("FP16", "INT8"), name
         assert chip["bandwidth_kind"], name
         assert chip["peak_fp16_tflops_if_int8_counted"] <= chip["peak_fp16_tflops"]
-    for name in ("M3 Max", "M4 Max"):  # BRIEF.md: about 120 GB/s on M3 Max / M4 Max class chips
-        assert chips[name]["ane_bandwidth_gbs"] == 120.0 and "BRIEF.md" in chips[name]["bandwidth_source"]
+    for name in ("M3 Max", "M4 Max"):  # about 120 GB/s on M3 Max / M4 Max class chips, with a public measurement
+        assert chips[name]["ane_bandwidth_gbs"] == 120.0 and "ANEMLL-Bench" in chips[name]["bandwidth_source"]
     assert chips["M4"]["ane_tops"] == 38.0 and chips["M4"]["peak_fp16_tflops"] == 19.0
-    assert "BRIEF.md" in chips["M4"]["fp16_basis"]
+    assert "maderix" in chips["M4"]["fp16_basis"]
+
+
+def test_reference_run_names_its_source_and_machine(tmp_path):
+    reference = reference_run.load()
+    assert reference_run.citation(reference) == ("reference run reported by the project's user (date unknown): "
+                                                 "Apple M3 Max, macOS 27.2, coremltools 9.0, torch 2.7.0")
+    assert reference_run.chip() in load_chips()
+    for measurement in reference["timings"]["measurements"]:
+        assert measurement["p50_ms"] > 0 and measurement["what"] and measurement["scope"] in ("body", "full_path")
+    # the file is read through its schema: a timing without its figure is refused, not half-read
+    broken = json.loads(reference_run.PATH.read_text(encoding="utf-8"))
+    del broken["timings"]["measurements"][0]["p50_ms"]
+    path = tmp_path / "reference_run.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(HarnessError, match="p50_ms"):
+        read_json(path, reference_run.SCHEMA)
 
 
 def test_reference_check_reports_measured_over_floor():
-    assert REFERENCE_RUN["citation"] == "BRIEF.md reference run (Apple M3 Max, macOS 27.2)"
+    p50 = {m["id"]: m["p50_ms"] for m in reference_run.load()["timings"]["measurements"]}
     chips = {"M3 Max": {"peak_fp16_tflops": 18.0, "ane_bandwidth_gbs": 120.0, "fp16_basis": "x",
                         "bandwidth_source": "y"}}
     costs = {96: _cost(flops=18e9, compulsory=240e6, unfused=600e6),     # compute 1 ms, memory 2 ms
              1024: _cost(flops=360e9, compulsory=240e6, unfused=6e9)}    # compute 20 ms, unfused 50 ms
     rows = {row["id"]: row for row in reference_check(costs, chips)["rows"]}
     assert rows["L96-body"]["floor_ms"] == pytest.approx(2.0) and rows["L96-body"]["bound"] == "memory"
-    assert rows["L96-body"]["ratio_to_floor"] == pytest.approx(4.403 / 2.0)
-    assert rows["L1024-request"]["ratio_to_floor"] == pytest.approx(91.703 / 20.0)
-    assert rows["L1024-request"]["ratio_to_unfused_floor"] == pytest.approx(91.703 / 50.0)
-    assert rows["L1024-request"]["host_overhead_ms"] == pytest.approx(5.167 - 4.403)
+    assert rows["L96-body"]["ratio_to_floor"] == pytest.approx(p50["L96-body"] / 2.0)
+    assert rows["L1024-request"]["ratio_to_floor"] == pytest.approx(p50["L1024-request"] / 20.0)
+    assert rows["L1024-request"]["ratio_to_unfused_floor"] == pytest.approx(p50["L1024-request"] / 50.0)
+    assert rows["L1024-request"]["host_overhead_ms"] == pytest.approx(p50["L96-full-path"] - p50["L96-body"])
 
 
 def test_window_fraction():

@@ -14,7 +14,7 @@ from experiments.ane_engineering import gates
 from experiments.ane_engineering.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.cli import run_main
 from experiments.ane_engineering.decision.device_inputs import embedding_inputs
-from experiments.ane_engineering.embedding.reference import ReferenceEmbedder
+from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
 from experiments.ane_engineering.embedding.texts import load_texts, token_ids
 from experiments.ane_engineering.validation.embedding_run import compare_embedding, similarity_ranking
 

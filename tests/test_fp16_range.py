@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -16,7 +16,6 @@ from safetensors.torch import load_file, save_file
 
 from experiments.ane_engineering import benchmark, encode, golden, probe, reweight, sweep, validate
 from experiments.ane_engineering.bc1s.lora import LoraSpec
-from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.cli import atomic_file, run_main
 from experiments.ane_engineering.decision import adapter as adapters
 from experiments.ane_engineering.decision.questions import load_questions

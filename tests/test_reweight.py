@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -18,7 +19,8 @@ from experiments.ane_engineering.decision.questions import encode_question, load
 from experiments.ane_engineering.execute.backends import choose_backend
 from experiments.ane_engineering.export.package_hash import package_content_hash
 from experiments.ane_engineering.export.probe_run import run_probe
-from experiments.ane_engineering.export.reweight import blob_layout, program_file, weight_file
+from experiments.ane_engineering.export.reweight import (
+    ReweightError, blob_layout, program_file, verify_identity, weight_file)
 
 
 def fine_tuned(tiny, directory, scale=0.01, seed=1, edit=None):
@@ -63,6 +65,27 @@ def test_only_weight_bytes_change(reweighted):
     manifest = json.loads((new / "manifest.json").read_text())
     assert manifest["created_by"] == "reweight"
     assert manifest["parent"]["package_sha256"] == json.loads((parent / "manifest.json").read_text())["package"]["content_hash"]["sha256"]
+
+
+def test_the_identity_record_is_what_was_compared(reweighted, tmp_path):
+    """reweight.json records both sides of each comparison it made, and a package whose program or weight layout
+    differs from its parent's is refused rather than recorded."""
+    parent, _, new, _ = reweighted
+    identity = json.loads((new / "reweight.json").read_text())["identity"]
+    program = hashlib.sha256(program_file(parent / "model.mlpackage").read_bytes()).hexdigest()
+    assert identity["program_sha256"] == {"parent": program, "package": program}
+    layouts = identity["weight_layout"]
+    assert layouts["parent"] == layouts["package"] and layouts["package"]["blobs"] == len(blob_layout(
+        weight_file(new / "model.mlpackage")))
+    for damage, message in ((lambda p: program_file(p).write_bytes(program_file(p).read_bytes() + b"\0"),
+                             "program changed"),
+                            (lambda p: weight_file(p).write_bytes(weight_file(p).read_bytes() + bytes(64)),
+                             "layout changed")):
+        altered = tmp_path / f"altered-{message.split()[0]}.mlpackage"
+        shutil.copytree(new / "model.mlpackage", altered)
+        damage(altered)
+        with pytest.raises(ReweightError, match=message):
+            verify_identity(parent / "model.mlpackage", altered)
 
 
 def test_reweighted_package_is_a_fresh_export_of_the_new_checkpoint(reweighted):

@@ -17,8 +17,10 @@ import json
 import sys
 from pathlib import Path
 
+from . import reference_run
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, run_main
+from .evidence.provenance import backend_record, portable_path
 from .execute.backends import BACKEND_CHOICES
 from .export.staging import check_output
 
@@ -30,8 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length", required=True, type=int, help="bucket length (must match the package)")
     add_source_argument(parser)
     parser.add_argument("--long", action="store_true", help="full path on a real ~1,024-token fixture input")
-    parser.add_argument("--warmup", type=int, help="warm-up calls (default: 5 component, 10 full path)")
-    parser.add_argument("--calls", type=int, help="timed calls (default: 30 component, 50 full path)")
+    body, full = reference_run.measurement("L96-body"), reference_run.measurement("L96-full-path")
+    parser.add_argument("--warmup", type=int, help=f"warm-up calls (default, as the reference run: {body['warmup']} "
+                                                   f"component, {full['warmup']} full path)")
+    parser.add_argument("--calls", type=int, help=f"timed calls (default, as the reference run: {body['calls']} "
+                                                  f"component, {full['calls']} full path)")
     parser.add_argument("--vs", type=Path, help="second package of the same bucket, timed interleaved")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
@@ -58,7 +63,8 @@ def main(argv=None) -> int:
         result = benchmark_embedding(checkpoint, args.package, args.backend, overrides, overrides)
     else:
         result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
-    result["cost_model"] = cost_floor(args.package)
+    result["backend"] = backend_record(result["backend"])
+    result["cost_model"] = cost_floor(args.package, args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     comp, full = result["component"]["timing"], result["full_path"]["timing"]
@@ -70,11 +76,13 @@ def main(argv=None) -> int:
     return 0
 
 
-def cost_floor(package: Path) -> dict:
-    """The cost model's latency floors for this package, to stand beside the measurement."""
+def cost_floor(package: Path, evidence_dir: Path) -> dict:
+    """The cost model's latency floors for this package, to stand beside the measurement in a file written in
+    `evidence_dir`."""
     from .evidence.cost_model import cost_report
 
-    return cost_report(Path(package))
+    report = cost_report(Path(package))
+    return {**report, "package": portable_path(report["package"], evidence_dir)}
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Validation gates: the one home of the thresholds a candidate package must meet (BRIEF.md, reference run).
+"""Validation gates: the one home of the thresholds a candidate package must meet.
+
+They are the gates the reference run (reported by the project's user) applied.
 
 A candidate passes only if, on every evaluated question, the decision argmax and the action argmax match the FP32
 golden outputs, calibrated-probability and action-probability errors are at most PROBABILITY_ERROR_MAX, all outputs

@@ -75,32 +75,31 @@ def best_passing_candidate(sweep_dir: Path) -> Path | None:
     passing = [c for c in sweep["candidates"] if c["passed"]]
     if not passing:
         return None
-    return Path(min(passing, key=lambda c: c["package_bytes"])["package"])
+    return sweep_dir / min(passing, key=lambda c: c["package_bytes"])["package"]  # recorded relative to sweep_dir
 
 
-def relocate_paths(root: Path, old: Path, new: Path) -> int:
-    """Evidence written in the staging directory names it; point those paths at the final directory."""
-    changed = 0
-    for path in root.rglob("*"):
-        inside_package = any(part.endswith(".mlpackage") for part in path.parts)  # package bytes are hashed
-        if path.suffix in (".json", ".md") and path.is_file() and not inside_package:
-            text = path.read_text(encoding="utf-8")
-            if str(old) in text:
-                path.write_text(text.replace(str(old), str(new)), encoding="utf-8")
-                changed += 1
-    return changed
+def render_report(root: Path) -> None:
+    """ANE_BENCHMARKS.md of the run, refused unless every figure in it is the evidence field it was rendered from."""
+    from .evidence.ledger import check_report
+    from .evidence.render import render_directory
+
+    rendered = render_directory(root)
+    problems = check_report(rendered.text, rendered.figures, root)
+    if problems:
+        raise StageFailed(f"the report does not match its evidence: {'; '.join(problems[:3])}")
+    (root / "ANE_BENCHMARKS.md").write_text(rendered.text, encoding="utf-8")
 
 
-def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, repeats: int | None = None,
-              final_root: Path | None = None) -> dict:
+def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, repeats: int | None = None) -> dict:
+    """Run the chain into `root`. Every evidence file records paths relative to itself, so `root` may be renamed
+    afterwards (main() builds in a staging sibling of the output)."""
     from . import benchmark, golden, probe, sweep, validate
     from .evidence.fp16_range import write_range_evidence
-    from .evidence.render import render_directory
 
     packages = root / "packages"
     packages.mkdir()
     (root / "benchmarks").mkdir()
-    chain = Chain(root, 1 + len(lengths) + 3 + len(lengths) + 2 + 2 + (final_root is not None))
+    chain = Chain(root, 1 + len(lengths) + 3 + len(lengths) + 2 + 2)
     chain.stage(f"load {source}", load_checkpoint, source)
     try:
         for length in lengths:
@@ -133,11 +132,7 @@ def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, re
                          str(candidate), "--source", source, "--backend", "mil",
                          "--output", str(root / "benchmarks" / f"vs-{smallest}-{candidate.name}.json")])
         chain.stage("FP16 range analysis", write_range_evidence, load_checkpoint(source), root / "fp16_range.json")
-        if final_root is not None:
-            chain.stage("point evidence paths at the final directory", relocate_paths, root, root.resolve(),
-                        final_root.resolve())
-        chain.stage("render ANE_BENCHMARKS.md", lambda: (root / "ANE_BENCHMARKS.md").write_text(
-            render_directory(root), encoding="utf-8"))
+        chain.stage("render ANE_BENCHMARKS.md", render_report, root)
     finally:
         (root / "reproduce.json").write_text(json.dumps({"source": source, "stages": chain.log}, indent=1) + "\n",
                                              encoding="utf-8")
@@ -164,7 +159,7 @@ def main(argv=None) -> int:
     staging.mkdir()
     started = time.perf_counter()
     try:
-        reproduce(args.source, staging, jobs=args.jobs, final_root=output)
+        reproduce(args.source, staging, jobs=args.jobs)
     except StageFailed as error:
         failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
         os.rename(staging, failed)

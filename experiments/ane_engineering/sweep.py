@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .cli import UsageError, add_source_argument, run_main
 from .export.staging import check_output, staged_directory
+from .figures import Document
 from .palettize.candidate import BITS, MODES
 from .palettize.fast_palettizer import IMPLEMENTATIONS
 from .palettize.sweep_report import markdown_table, plot
@@ -67,11 +68,8 @@ def main(argv=None) -> int:
     with staged_directory(args.output, [args.package, args.golden]) as staging:
         sweep = run_sweep(args.package.resolve(), staging, args.source, golden.resolve(), bits, modes, group_sizes,
                           args.jobs, args.backend, args.repeats, args.implementation)
-        # Paths inside the evidence name the final location, not the staging directory.
-        text = json.dumps(sweep, indent=1).replace(str(staging), str(args.output.resolve()))
-        (staging / "sweep.json").write_text(text + "\n", encoding="utf-8")
-        sweep = json.loads(text)
-        (staging / "sweep.md").write_text(markdown_table(sweep), encoding="utf-8")
+        (staging / "sweep.json").write_text(json.dumps(sweep, indent=1) + "\n", encoding="utf-8")
+        (staging / "sweep.md").write_text(markdown_table(Document(sweep)), encoding="utf-8")
         plot(sweep, staging / "sweep.png")
     passed = [c["name"] for c in sweep["candidates"] if c["passed"]]
     print(f"{args.output}: {len(sweep['candidates'])} candidates, passing the gates: {', '.join(passed) or 'none'}")

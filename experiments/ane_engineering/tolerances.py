@@ -6,6 +6,8 @@ FP32 layout checks (BC1S vs reference, both FP32): the rewrite changes only the 
 values are far below them (see tests/test_bc1s_equivalence.py), and a one-weight perturbation breaks them.
 """
 
+import math
+
 # BC1S vs reference DecisionModel, option logits, FP32 (max abs).
 BC1S_LOGITS_ABS = 1e-4
 # One full encoder layer (or one FFN block), BC1S vs reference, FP32 (max abs on valid tokens).
@@ -19,3 +21,60 @@ BC1S_ENCODER_ABS = 1e-4
 BC1S_EMBEDDING_ABS = 1e-4
 # Reference encoder vs transformers' ModernBertModel (eager), FP32 (max abs on valid tokens).
 TRANSFORMERS_ORACLE_ABS = 1e-4
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# FP32 across machines: two correct FP32 evaluations of the same model on different CPUs (another BLAS kernel, block
+# size, vector width or FMA use) sum the same products in another order, so they round differently. How far apart
+# can their outputs be?
+#
+# One dot product of length K in FP32, any order: |computed - exact| <= gamma_K * sum_i |x_i y_i| with
+# gamma_K = K u / (1 - K u), u = 2^-24 (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., eq. 3.5).
+# That worst case has every rounding error of the same sign. Modelling the errors as independent, mean-zero random
+# variables gives lambda * sqrt(K) * u * sum_i |x_i y_i| instead (Higham and Mary, "A New Approach to Probabilistic
+# Rounding Error Analysis", SIAM J. Sci. Comput. 41(5), 2019): the error grows like sqrt(K), and in their
+# experiments lambda of about 1 describes real errors. (Their theorem guarantees the bound only with probability
+# 1 - 2K exp(-lambda^2 / 2), which says nothing at lambda = 3 and K = 1024: the constant below rests on measured
+# behaviour, checked by the tests named at the end, not on that probability.)
+#
+# A network of D dot-product stages in sequence (per transformer layer: the Q/K/V projection, the scores, the
+# attention-weighted values, the output projection and the two FFN convolutions; then the scorer's two maps), whose
+# norms keep every stage's values at the scale M of the output, accumulates D such independent relative errors:
+# their sum grows like sqrt(D). One evaluation is then within lambda * u * sqrt(D * K) * M of the exact result,
+# and two evaluations within twice that of each other:
+#
+#     fp32_cross_machine_abs(M, D, K) = 2 * FP32_ROUNDING_LAMBDA * u * sqrt(D * K) * M
+#
+# with K the longest contraction (the attention's over L tokens: the longest input) and M the largest magnitude of
+# the compared values. FP32_ROUNDING_LAMBDA = 3 is the stated safety factor over lambda = 1, for what the model
+# ignores: cancellation (sum |x y| above |sum x y|) and a network that amplifies some perturbations. Checked:
+# FP32 networks summed in three orders (BLAS, left to right, right to left) stay inside it against each other and
+# against FP64 (tests/test_tolerances.py); builtin:tiny's FP32 golden outputs on the machine running the tests stay
+# inside it against the committed ones made on another, and one perturbed weight of builtin:tiny moves its option
+# logits past it (tests/test_validate.py).
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+FP32_ROUNDING_LAMBDA = 3.0
+DOT_STAGES_PER_LAYER = 6   # Q/K/V projection, scores, attention values, output projection, FFN in, FFN out
+SCORER_STAGES = 2          # scorer.proj, scorer.out
+ACTION_HEAD_STAGES = 2     # action.fc1, action.fc2 (on the host, after the option logits)
+
+
+def fp32_cross_machine_abs(scale: float, depth: int, contraction: int) -> float:
+    """The largest expected difference between two correct FP32 evaluations (see the derivation above)."""
+    return 2.0 * FP32_ROUNDING_LAMBDA * FP32_UNIT_ROUNDOFF * math.sqrt(depth * contraction) * scale
+
+
+def decision_model_rounding(config, tokens: int) -> dict:
+    """depth and contraction of the FP32 reference decision model on inputs of at most `tokens` tokens, for
+    fp32_cross_machine_abs (option logits; add ACTION_HEAD_STAGES to depth for the action logits)."""
+    encoder, head = config.encoder, config.head
+    layers = encoder.num_hidden_layers + head.num_layers
+    contraction = max(encoder.hidden_size, encoder.intermediate_size, head.intermediate_size,
+                      head.scorer_hidden_size, tokens)
+    return {"depth": DOT_STAGES_PER_LAYER * layers + SCORER_STAGES, "contraction": contraction}
+
+
+def softmax_abs(logit_abs: float, temperature: float) -> float:
+    """Probabilities move by at most half the largest move of their logits: the softmax Jacobian's infinity norm is
+    max_i 2 p_i (1 - p_i) <= 1/2; logits divided by `temperature` move by logit_abs / temperature."""
+    return 0.5 * logit_abs / temperature

@@ -74,7 +74,8 @@ def main(argv=None) -> int:
             raise UsageError(f"--length {length} has no package; packages cover {agent.lengths}")
     total = len(golden["questions"]) * len(lengths) + args.repeats * len(lengths)
     with tqdm(total=total, desc=f"validate ({agent.backend.describe().get('backend')})", unit="call", file=sys.stderr) as bar:
-        report = validate(agent, golden, golden_path, lengths, args.repeats, progress=bar.update)
+        report = validate(agent, golden, golden_path, lengths, args.repeats, progress=bar.update,
+                          evidence_dir=args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     for length, summary in report["summary"].items():
@@ -115,7 +116,8 @@ def validate_embedding_packages(args) -> int:
     total = (len(golden["embeddings"]) + args.repeats) * len(lengths)
     with tqdm(total=total, desc=f"validate embeddings ({agent.backend.describe().get('backend')})", unit="call",
               file=sys.stderr) as bar:
-        report = validate_embeddings(agent, golden, args.golden, lengths, args.repeats, progress=bar.update)
+        report = validate_embeddings(agent, golden, args.golden, lengths, args.repeats, progress=bar.update,
+                                     evidence_dir=args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     for length, summary in report["summary"].items():

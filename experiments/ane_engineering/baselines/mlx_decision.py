@@ -1,6 +1,6 @@
 """MLX FP16 baseline of the decision-model body, for paired same-session timing against the ANE path.
 
-Scope (the same as the one Core ML call of the on-device body; BRIEF.md "One CPU -> ANE -> CPU boundary"):
+Scope (the same as the one Core ML call of the on-device body: one CPU -> ANE -> CPU boundary per request):
 
     embedding rows (looked up on the host from the checkpoint's table)
     -> embedding norm -> encoder layers (global / sliding-window attention, RoPE with the per-layer-type theta,

@@ -1,4 +1,4 @@
-"""The BC1S export models, built from the same tensors as the reference by the rules in BRIEF.md.
+"""The BC1S export models, built from the same tensors as the reference by the BC1S rules of ANE_MATH.md.
 
 Everything the host prepares arrives as an input of fixed shape (bucket length L, hidden C, marker slots M):
 

@@ -17,13 +17,21 @@ import torch
 from ..checkpoint import Checkpoint
 from ..decision.questions import encode_question, load_questions
 from ..errors import HarnessError
+from .. import reference_run
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
 from ..model.masks import additive_bc1s
 from ..runtime import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
 
-COMPONENT_DEFAULTS = {"warmup": 5, "calls": 30}  # the reference run: 30 calls after 5 warm-up
-FULL_PATH_DEFAULTS = {"warmup": 10, "calls": 50}  # the reference run: 50 calls after 10 warm-up
+
+def _reference_counts(measurement_id: str) -> dict:
+    """Warm-up and timed calls of one reference-run timing: this benchmark times the way that run did."""
+    measurement = reference_run.measurement(measurement_id)
+    return {"warmup": measurement["warmup"], "calls": measurement["calls"]}
+
+
+COMPONENT_DEFAULTS = _reference_counts("L96-body")
+FULL_PATH_DEFAULTS = _reference_counts("L96-full-path")
 LONG_MIN_TOKENS = 1000
 
 

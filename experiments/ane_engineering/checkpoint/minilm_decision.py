@@ -5,7 +5,7 @@ exists here. This source takes the encoder from the packaged source `all-minilm-
 weights, config fields and tokenizer) and adds the deterministic decision head of the built-ins: random weights
 from the built-in seed (checkpoint/builtin.py `random_tensors`), except `decision_head.scorer.out` and
 `decision_head.action.fc2`, which carry the committed minimum-norm margin fit (minilm_decision_fit.json), made the
-way builtin:tiny's is (checkpoint/margins.py; README "Why builtin:tiny decisions have clear margins") on the real
+way builtin:tiny's is (decision/margins.py; README "Why builtin:tiny decisions have clear margins") on the real
 encoder's features, with MiniLM's tokenizer. The head's layout tokens are MiniLM's own specials: [CLS], [SEP], and
 [MASK] as the option marker.
 
@@ -32,7 +32,7 @@ from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_ten
 from .config import ModelConfig, head_config_to_json, parse_config
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_config_json
 from ..json_documents import read_json
-from .margins import FIT_SCHEMA, apply_fit
+from .builtin_fit import FIT_SCHEMA, apply_fit
 from .packaged import resolve_packaged
 from .tensors import HEAD_PREFIX
 
@@ -94,7 +94,7 @@ def fingerprint(encoder_dir: Path) -> str:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for path in [here / f for f in ("minilm_decision.py", "builtin.py", "config.py", "bert_config.py", "tensors.py",
-                                    "bert_tensors.py", "margins.py")] + [FIT_PATH]:
+                                    "bert_tensors.py", "builtin_fit.py")] + [FIT_PATH]:
         digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"missing"))
     digest.update(json.dumps(_encoder_hashes(encoder_dir), sort_keys=True).encode())
     return digest.hexdigest()[:16]

@@ -118,7 +118,6 @@ def load_adapter(path: Path, config: ModelConfig, spec: LoraSpec | None = None, 
     path = Path(path)
     try:
         with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
     except Exception as error:  # not safetensors: refuse, never fall back to another loader
         raise AdapterError(f"{path}: not a readable safetensors adapter ({error})") from error

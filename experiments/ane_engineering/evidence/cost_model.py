@@ -29,9 +29,9 @@ told apart from full-attention layers.
 Latency floor (a roofline): compute_ms = FLOPs / peak FP16 rate; memory_ms = bytes / ANE bandwidth;
 floor_ms = max(compute_ms, memory_ms). Two byte counts are reported, each with its own floor:
 - compulsory bytes: weights once + the function's inputs and outputs. Every call must move them (a full-size
-  body's ~240 MB of FP16 weights far exceed the ANE's ~32 MB of on-chip SRAM -- BRIEF.md's "SRAM cliff near
-  32 MB"; maderix, "Inside the M4 Apple Neural Engine, Part 2"), so `floor_ms` from them is a lower bound on the
-  device time, given the chip figures.
+  body's ~240 MB of FP16 weights far exceed the ANE's ~32 MB of on-chip SRAM -- the "SRAM cliff near 32 MB" of
+  Orion, arXiv:2603.06728; maderix, "Inside the M4 Apple Neural Engine, Part 2"), so `floor_ms` from them is a
+  lower bound on the device time, given the chip figures.
 - unfused bytes: every op reads its operands from and writes its result to memory (weights once). This is the
   traffic of a schedule that keeps nothing on chip between ops; the ANE fuses chains and tiles into SRAM, so
   `unfused_floor_ms` is an estimate of an unfused schedule, not a bound.
@@ -40,7 +40,7 @@ floor_ms = max(compute_ms, memory_ms). Two byte counts are reported, each with i
 which work dominates a bucket.
 
 Chip figures live in chips.json (one home, each with its source); the reference run's measurements live in
-REFERENCE_RUN below (source: BRIEF.md).
+reference_run.json (reference_run.py), a run reported by the project's user.
 """
 
 from __future__ import annotations
@@ -53,32 +53,13 @@ from pathlib import Path
 from ..errors import HarnessError
 from ..json_documents import POSITIVE_NUMBER, STRING, open_object, read_json
 from ..placement.rules import is_const_like, iter_operations  # constants: no device runs them
+from .. import reference_run
 
 CHIPS_PATH = Path(__file__).resolve().parent / "chips.json"
 FORMAT = "ane-engineering/cost-model/1"
 
 CATEGORIES = ("linear", "attention_scores", "attention_values", "softmax", "norm", "elementwise", "data_movement",
               "other")
-
-# The reference run this harness reproduces (one home for these numbers).
-REFERENCE_RUN = {
-    "citation": "BRIEF.md reference run (Apple M3 Max, macOS 27.2)",
-    "chip": "M3 Max",
-    "tools": "coremltools 9.0, torch 2.7.0",
-    # BRIEF.md 'The model being moved': mmBERT-base encoder + two head layers; the timings only apply to a package
-    # of these dimensions (builtin:mmbert-base-shape or the real checkpoint).
-    "model": {"encoder": {"hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12,
-                          "intermediate_size": 1152, "local_attention": 128},
-              "head": {"num_layers": 2}},
-    "measurements": [
-        {"id": "L96-body", "length": 96, "scope": "body", "p50_ms": 4.403,
-         "what": "L96 body alone, p50 of 30 calls after 5 warm-up"},
-        {"id": "L96-full-path", "length": 96, "scope": "full_path", "p50_ms": 5.167,
-         "what": "full L96 path (host + body), p50 of 50 calls after 10 warm-up"},
-        {"id": "L1024-request", "length": 1024, "scope": "full_path", "p50_ms": 91.703, "p95_ms": 94.776,
-         "what": "a real 1,024-token request (host + body), p50 / p95"},
-    ],
-}
 
 # --------------------------------------------------------------------------------------------------------------
 # FLOP conventions (per output element unless stated). Documented constants, not measurements.
@@ -590,14 +571,15 @@ def floor_beside(measured_ms: float, cost: dict, chip: dict) -> dict:
             "ratio_to_unfused_floor": measured_ms / floor["unfused_floor_ms"]}
 
 
-def reference_model_mismatches(model_config: dict | None, reference: dict = REFERENCE_RUN) -> list[str]:
+def reference_model_mismatches(model_config: dict | None, reference: dict | None = None) -> list[str]:
     """How a package's model config (manifest["model_config"]) differs from the reference run's model; [] if it
     has the same dimensions, so the reference timings may be set beside its floors."""
     if not model_config:
         return ["no model config"]
+    reference = reference or reference_run.load()
     problems = []
-    for section, fields in reference["model"].items():
-        for field, expected in fields.items():
+    for section in ("encoder", "head"):
+        for field, expected in reference["model"][section].items():
             actual = (model_config.get(section) or {}).get(field)
             if actual != expected:
                 problems.append(f"{section}.{field} = {actual!r}, reference {expected!r}")
@@ -605,20 +587,23 @@ def reference_model_mismatches(model_config: dict | None, reference: dict = REFE
 
 
 def reference_check(costs_by_length: dict[int, dict], chips: dict | None = None,
-                    reference: dict = REFERENCE_RUN) -> dict:
+                    reference: dict | None = None) -> dict:
     """Measured / floor ratios of the reference run's timings against the body cost at the same length.
 
     Full-path measurements include host work the body package does not contain; `host_overhead_ms` is the L96
     full-path minus body-alone difference, and `ratio_without_l96_host_overhead` subtracts it (the host work grows
     with L, e.g. the masks, so that ratio still over-states the body's share)."""
     chips = chips or load_chips()
-    chip = chips[reference["chip"]]
-    by_id = {m["id"]: m for m in reference["measurements"]}
+    reference = reference or reference_run.load()
+    chip_name = reference["machine"]["chip"]
+    chip = chips[chip_name]
+    measurements = reference["timings"]["measurements"]
+    by_id = {m["id"]: m for m in measurements}
     host_overhead = None
     if "L96-full-path" in by_id and "L96-body" in by_id:
         host_overhead = by_id["L96-full-path"]["p50_ms"] - by_id["L96-body"]["p50_ms"]
     rows = []
-    for measurement in reference["measurements"]:
+    for measurement in measurements:
         cost = costs_by_length.get(measurement["length"])
         if cost is None:
             continue
@@ -635,7 +620,7 @@ def reference_check(costs_by_length: dict[int, dict], chips: dict | None = None,
         row["compute_ms"], row["memory_ms"] = floor["compute_ms"], floor["memory_ms"]
         row["unfused_memory_ms"] = floor["unfused_memory_ms"]
         rows.append(row)
-    return {"citation": reference["citation"], "chip": reference["chip"], "chip_figures": {
+    return {"citation": reference_run.citation(reference), "chip": chip_name, "chip_figures": {
         k: chip[k] for k in ("peak_fp16_tflops", "ane_bandwidth_gbs", "fp16_basis", "bandwidth_source")},
         "rows": rows}
 

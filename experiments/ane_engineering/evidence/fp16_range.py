@@ -67,6 +67,7 @@ from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, s
 from ..checkpoint.bert_config import is_bert
 from ..decision.device_inputs import body_inputs
 from ..decision.questions import Question, encode_question, fixture_sha256, load_questions
+from ..figures import Document
 
 FP16_MAX = 65504.0
 NEAR_HEADROOM = 4.0  # headroom below this is "near"
@@ -688,15 +689,19 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
     return evidence
 
 
-def summary_lines(evidence: dict) -> list[str]:
-    """Markdown for ANE_BENCHMARKS.md: every number printed here is a field of the evidence."""
-    summary = evidence["summary"]
-    lines = [f"Verdict **{summary['verdict']}**; sites needing a clamp: {', '.join(summary['needs_clamp']) or 'none'}. "
-             f"{evidence['label']}.", "",
-             "| site group | max abs (valid tokens) | max abs (all columns) | headroom to 65504 | verdict |",
+def summary_lines(evidence: Document) -> list[str]:
+    """Markdown for ANE_BENCHMARKS.md: every figure printed through `evidence.fig` (a ledger's Evidence)."""
+    summary = ("summary",)
+    clamps = ", ".join(evidence.fig(*summary, "needs_clamp", i)
+                       for i in range(len(evidence.value(*summary, "needs_clamp"))))
+    lines = [f"Verdict **{evidence.fig(*summary, 'verdict')}**; sites needing a clamp: {clamps or 'none'}. "
+             f"{evidence.fig('label')}.", "",
+             f"| site group | max abs (valid tokens) | max abs (all columns) | headroom to "
+             f"{evidence.fig('report', 'fp16_max', fmt='.0f')} | verdict |",
              "|---|---|---|---|---|"]
-    for name, group in summary["groups"].items():
-        room = group.get("headroom_all")
-        lines.append(f"| {name} | {group['max_abs_valid']:.4g} | {group['max_abs_all']:.4g} | "
-                     f"{'-' if room is None else f'{room:.1f}'} | {group['verdict']} |")
+    for name, group in evidence.value(*summary, "groups").items():
+        at = (*summary, "groups", name)
+        room = evidence.fig(*at, "headroom_all", fmt=".1f") if "headroom_all" in group else "-"
+        lines.append(f"| {name} | {evidence.fig(*at, 'max_abs_valid', fmt='.4g')} | "
+                     f"{evidence.fig(*at, 'max_abs_all', fmt='.4g')} | {room} | {evidence.fig(*at, 'verdict')} |")
     return lines

@@ -9,7 +9,6 @@ import hashlib
 import importlib.metadata
 import os
 import platform
-import sys
 from pathlib import Path
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
@@ -42,5 +41,26 @@ def harness_fingerprint() -> dict:
 
 
 def machine() -> dict:
+    """The machine, without any path of it (the interpreter is named by version in tool_versions)."""
     return {"platform": platform.platform(), "system": platform.system(), "machine": platform.machine(),
-            "processor": platform.processor() or None, "cpu_count": os.cpu_count(), "python_executable": sys.executable}
+            "processor": platform.processor() or None, "cpu_count": os.cpu_count()}
+
+
+def portable_path(path: Path | str, base: Path | str) -> str:
+    """`path` as an evidence file records it: relative to `base`, the directory the evidence is written in.
+
+    A run's files are recorded relative to each other, so the record holds wherever the run's directory is moved
+    (a staging directory renamed to the output, a run committed to the repository) and names no directory of the
+    machine that made it. A path that shares no directory with `base` but the filesystem root is recorded by its
+    name only: the content hashes recorded beside it identify it."""
+    path, base = Path(os.path.abspath(path)), Path(os.path.abspath(base))
+    if os.path.commonpath([path, base]) == path.anchor:
+        return path.name
+    return Path(os.path.relpath(path, base)).as_posix()
+
+
+def backend_record(description: dict) -> dict:
+    """A backend's describe() as evidence records it: without the path the backend loaded from. The ANEAgent loads a
+    private verified copy that is gone after the run; the evidence names what ran by its package and manifest
+    hashes (and, where a command was given a package, by its portable_path)."""
+    return {key: value for key, value in description.items() if key != "package"}

@@ -1,48 +1,59 @@
-"""Render ANE_BENCHMARKS.md from evidence JSON: no hand-typed numbers.
+"""Render ANE_BENCHMARKS.md from evidence JSON: every figure is printed from a field of a JSON file, none typed here.
 
-Every figure is printed from a field of an evidence file, and every section links the file it came from with
-its SHA256 and the hashes that file records (package, source weights, harness). tests/test_render.py checks that
-each number in a rendered report appears in the evidence files.
+How a section prints (ledger.py): it opens each JSON file with `ledger.open(path)`, an `Evidence`, and prints every
+figure -- and every string of the evidence that may hold digits -- as `ev.fig(*json_path, fmt=...)` (formats:
+figures.py); `link(ev)` links the file with its SHA256. `ev.value(*json_path)` reads a field for the section's own
+logic (which rows, a pass/fail word, a hash in a code span) and is not printed as a number. Nothing is computed
+here: a derived figure (a ratio, a share) belongs in the evidence file. Rendering returns the text and its ledger
+(`Rendered`): for every figure, the file, the JSON path, the format and where it landed. `check_report` re-reads
+each figure from its file and finds every printed number inside one (`--check`, tests/test_benchmark_and_render.py).
+
+To add a section:
+- full-size evidence (one file under benchmarks/evidence): `def section_x(ev: Evidence) -> list[str]`, and add
+  (file name, section_x) to FULL_SIZE_SECTIONS; another file it needs is `ev.ledger.open(path)`;
+- a reproduce run directory: `def section_x(ledger: Ledger, root: Path) -> list[str]` ([] when its file is
+  absent), and add it to RUN_SECTIONS.
+Facts from outside the project (the reference run) are printed from reference_run.json the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..json_documents import ANY_OBJECT, read_json
+from .. import reference_run
+from .ledger import Evidence, Figure, Ledger, ReportError, check_report
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+REPOSITORY = Path(__file__).resolve().parents[3]
+REFERENCE_RUN_FILE = reference_run.PATH.relative_to(REPOSITORY).as_posix()  # where a repository keeps it
 
 
-LINK_PREFIX = ""  # set by render_repository so links resolve from the repository root
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    figures: list[Figure]
 
 
-def _link(root: Path, path: Path) -> str:
-    relative = LINK_PREFIX + path.relative_to(root).as_posix()
-    return f"[{relative}]({relative}) (sha256 `{_sha(path)[:16]}`)"
+def link(ev: Evidence) -> str:
+    """A link to the evidence file (from the ledger's root) and the start of its SHA256."""
+    return f"[{ev.name}]({ev.name}) (sha256 `{hashlib.sha256(ev.path.read_bytes()).hexdigest()[:16]}`)"
 
 
-def _ms(value) -> str:
-    return "-" if value is None else f"{value:.3f}"
+def _harness(ev: Evidence) -> str:
+    harness = ev.data.get("harness") or ev.data.get("provenance", {}).get("harness") or {}
+    return f"harness `{harness.get('sha256', '?')[:12]}`"
 
 
-def _num(value, digits: int = 5) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}g}" if abs(value) < 1e-3 and value != 0 else f"{value:.{digits}f}"
+def _open(ledger: Ledger, path: Path) -> Evidence | None:
+    return ledger.open(path) if path.is_file() else None
 
 
-def _load(path: Path) -> dict | None:
-    return read_json(path, ANY_OBJECT) if path.is_file() else None
+# ------------------------------------------------------------------------------------ a reproduce run directory
 
-
-def section_probe(root: Path) -> list[str]:
-    probes = sorted(root.glob("packages/*/probe.json"), key=lambda p: read_json(p, ANY_OBJECT)["length"])
+def section_probe(ledger: Ledger, root: Path) -> list[str]:
+    probes = sorted((ledger.open(p) for p in root.glob("packages/*/probe.json")), key=lambda ev: ev.value("length"))
     if not probes:
         return []
     lines = ["## Export and placement (probe)", "",
@@ -50,227 +61,258 @@ def section_probe(root: Path) -> list[str]:
              "the BC1S model with the reference in FP32.", "",
              "| bucket | non-constant ops | static violations | warnings | layout max abs | convert (s) | evidence |",
              "|---|---|---|---|---|---|---|"]
-    for path in probes:
-        probe = read_json(path, ANY_OBJECT)
-        static = probe["placement"]["static"]
-        lines.append(f"| {probe['length']} | {probe['mil_ops']['non_constant']} | {static['violations']} | "
-                     f"{static['warnings']} | {_num(probe['layout_check']['max_abs'], 3)} | "
-                     f"{probe['export']['convert_seconds']:.1f} | {_link(root, path)} |")
-    first = read_json(probes[0], ANY_OBJECT)
-    lines += ["", f"Source weights `{first['source']['weights_sha256'][:16]}`, harness `{first['harness']['sha256'][:16]}`.", ""]
+    for ev in probes:
+        lines.append(f"| {ev.fig('length', fmt='d')} | {ev.fig('mil_ops', 'non_constant', fmt='d')} | "
+                     f"{ev.fig('placement', 'static', 'violations', fmt='d')} | "
+                     f"{ev.fig('placement', 'static', 'warnings', fmt='d')} | "
+                     f"{ev.fig('layout_check', 'max_abs', fmt='num3')} | "
+                     f"{ev.fig('export', 'convert_seconds', fmt='.1f')} | {link(ev)} |")
+    first = probes[0]
+    lines += ["", f"Source weights `{first.value('source', 'weights_sha256')[:16]}`, harness "
+                  f"`{first.value('harness', 'sha256')[:16]}`.", ""]
     return lines
 
 
-def section_validation(root: Path) -> list[str]:
-    path = root / "validation.json"
-    report = _load(path)
-    if report is None:
+def section_validation(ledger: Ledger, root: Path) -> list[str]:
+    ev = _open(ledger, root / "validation.json")
+    if ev is None:
         return []
-    gate = report["gates"]["probability_error_max"]
+    mode = ev.fig("backend", "mode") if "mode" in ev.value("backend") else "-"
     lines = ["## Validation against FP32 golden outputs", "",
-             f"Backend `{report['backend']['backend']}` ({report['backend'].get('mode', '-')}); gate: every argmax "
-             f"matches, probability errors <= {gate}, finite, token usage unchanged, "
-             f"{report['gates']['repeats']} repeated calls identical. Evidence: {_link(root, path)}; passed: "
-             f"**{report['passed']}**.", "",
+             f"Backend `{ev.value('backend', 'backend')}` ({mode}); gate: every argmax matches, probability errors <= "
+             f"{ev.fig('gates', 'probability_error_max')}, finite, token usage unchanged, "
+             f"{ev.fig('gates', 'repeats', fmt='d')} repeated calls identical. Evidence: {link(ev)}; passed: "
+             f"**{ev.value('passed')}**.", "",
              "| bucket | passed / evaluated | skipped (unvalidated) | max calibrated err | max action prob err | "
              "max option-logit err | max action-logit err | repeats identical |",
              "|---|---|---|---|---|---|---|---|"]
-    for length, summary in report["summary"].items():
-        lines.append(f"| {length} | {summary['passed_questions']}/{summary['evaluated']} | {len(summary['skipped'])} | "
-                     f"{_num(summary['max_calibrated_error'])} | {_num(summary['max_action_probability_error'])} | "
-                     f"{_num(summary['max_option_logit_error'])} | {_num(summary['max_action_logit_error'])} | "
-                     f"{summary['repeats']['identical']} |")
-    if report.get("cross_bucket"):
-        cross = report["cross_bucket"]
-        lines += ["", f"Cross-bucket consistency: {cross['questions_in_several_buckets']} questions fit several "
-                      f"buckets, {len(cross['disagreements'])} disagreements."]
+    for length in ev.value("summary"):
+        row = ("summary", length)
+        lines.append(f"| {ev.fig(*row, 'length', fmt='d')} | "
+                     f"{ev.fig(*row, 'passed_questions', fmt='d')}/{ev.fig(*row, 'evaluated', fmt='d')} | "
+                     f"{ev.fig(*row, 'skipped', fmt='len')} | {ev.fig(*row, 'max_calibrated_error', fmt='num5')} | "
+                     f"{ev.fig(*row, 'max_action_probability_error', fmt='num5')} | "
+                     f"{ev.fig(*row, 'max_option_logit_error', fmt='num5')} | "
+                     f"{ev.fig(*row, 'max_action_logit_error', fmt='num5')} | {ev.value(*row, 'repeats', 'identical')} |")
+    if ev.value("cross_bucket"):
+        lines += ["", f"Cross-bucket consistency: {ev.fig('cross_bucket', 'questions_in_several_buckets', fmt='d')} "
+                      f"questions fit several buckets, {ev.fig('cross_bucket', 'disagreements', fmt='len')} "
+                      "disagreements."]
     return lines + [""]
 
 
-def section_sweep(root: Path) -> list[str]:
-    path = root / "sweep" / "sweep.json"
-    if not path.is_file():
+def section_sweep(ledger: Ledger, root: Path) -> list[str]:
+    ev = _open(ledger, root / "sweep" / "sweep.json")
+    if ev is None:
         return []
     from ..palettize.sweep_report import markdown_table
 
-    sweep = read_json(path, ANY_OBJECT)
-    table = markdown_table(sweep, evidence_name=path.relative_to(root).as_posix())
+    table = markdown_table(ev, evidence_name=ev.path.relative_to(root).as_posix())
     png = root / "sweep" / "sweep.png"
-    lines = ["## Palettization sweep", "", f"Evidence: {_link(root, path)}.", "", table]
+    lines = ["## Palettization sweep", "", f"Evidence: {link(ev)}.", "", table]
     if png.is_file():
-        lines += [f"![size against error]({LINK_PREFIX}{png.relative_to(root).as_posix()})", ""]
+        lines += [f"![size against error]({png.resolve().relative_to(ledger.root).as_posix()})", ""]
     return lines
 
 
-def section_benchmarks(root: Path) -> list[str]:
+def section_benchmarks(ledger: Ledger, root: Path) -> list[str]:
     files = sorted((root / "benchmarks").glob("*.json")) if (root / "benchmarks").is_dir() else []
     if not files:
         return []
+    chip = reference_run.chip()
     lines = ["## Timings", "",
              "Measured on the backend named in each row. The `mil` backend is the project's numpy executor on the "
              "build machine's CPU, not the Neural Engine: its timings show relative cost only. The cost-model floor "
              "is the predicted minimum on the named chip's Neural Engine.", "",
              "| evidence | bucket | backend | load (s) | body p50 / p95 (ms) | full path p50 / p95 (ms) | request | "
-             "floor M3 Max (ms) |",
+             f"floor {chip} (ms) |",
              "|---|---|---|---|---|---|---|---|"]
     pairs = []
-    for path in files:
-        bench = read_json(path, ANY_OBJECT)
-        comp, full = bench["component"]["timing"], bench["full_path"]["timing"]
-        floor = floor_ms(bench.get("cost_model"), "M3 Max")
-        lines.append(f"| {_link(root, path)} | {bench['length']} | {bench['backend']['backend']} | "
-                     f"{bench['package']['load_seconds']:.3f} | {_ms(comp['p50_ms'])} / {_ms(comp['p95_ms'])} | "
-                     f"{_ms(full['p50_ms'])} / {_ms(full['p95_ms'])} | {bench['full_path']['question']} "
-                     f"({bench['full_path']['tokens']} tokens) | {_ms(floor)} |")
-        if "vs" in bench:
-            pairs.append((path, bench))
-    for path, bench in pairs:
-        vs = bench["vs"]
-        second = (vs["second"].get("compression") or {})
-        lines += ["", f"Paired in one process ({_link(root, path)}): second candidate "
-                      f"W{second.get('bits', '-')} {second.get('mode', '-')} group {second.get('group_size', '-')} "
-                      f"over the FP16 package, per-pair time ratio p50 {vs['component']['ratio']['p50']:.3f} "
-                      f"(p05 {vs['component']['ratio']['p05']:.3f}, p95 {vs['component']['ratio']['p95']:.3f}) for "
-                      f"the body and {vs['full_path']['ratio']['p50']:.3f} for the full path."]
+    for ev in (ledger.open(path) for path in files):
+        comp, full = ("component", "timing"), ("full_path", "timing")
+        floors = (ev.data.get("cost_model") or {}).get("floors", {})
+        floor = ev.fig("cost_model", "floors", chip, "floor_ms", fmt=".3f") if chip in floors else "-"
+        lines.append(f"| {link(ev)} | {ev.fig('length', fmt='d')} | {ev.fig('backend', 'backend')} | "
+                     f"{ev.fig('package', 'load_seconds', fmt='.3f')} | {ev.fig(*comp, 'p50_ms', fmt='.3f')} / "
+                     f"{ev.fig(*comp, 'p95_ms', fmt='.3f')} | {ev.fig(*full, 'p50_ms', fmt='.3f')} / "
+                     f"{ev.fig(*full, 'p95_ms', fmt='.3f')} | {ev.fig('full_path', 'question')} "
+                     f"({ev.fig('full_path', 'tokens', fmt='d')} tokens) | {floor} |")
+        if "vs" in ev.data:
+            pairs.append(ev)
+    for ev in pairs:
+        second = ("vs", "second", "compression")
+        if ev.value(*second):
+            candidate = (f"W{ev.fig(*second, 'bits', fmt='d')} {ev.fig(*second, 'mode')} group "
+                         f"{ev.fig(*second, 'group_size', fmt='d')}")
+        else:
+            candidate = "uncompressed"
+        ratio = ("vs", "component", "ratio")
+        lines += ["", f"Paired in one process ({link(ev)}): second candidate {candidate} over the FP16 package, "
+                      f"per-pair time ratio p50 {ev.fig(*ratio, 'p50', fmt='.3f')} (p05 "
+                      f"{ev.fig(*ratio, 'p05', fmt='.3f')}, p95 {ev.fig(*ratio, 'p95', fmt='.3f')}) for the body and "
+                      f"{ev.fig('vs', 'full_path', 'ratio', 'p50', fmt='.3f')} for the full path."]
     return lines + [""]
 
 
-def floor_ms(cost: dict | None, chip: str) -> float | None:
-    """The cost model's strict latency floor on `chip` (a prediction, shown beside measurements)."""
-    if not cost or chip not in cost.get("floors", {}):
-        return None
-    return cost["floors"][chip]["floor_ms"]
-
-
-def section_range(root: Path) -> list[str]:
-    path = root / "fp16_range.json"
-    report = _load(path)
-    if report is None:
+def section_range(ledger: Ledger, root: Path) -> list[str]:
+    ev = _open(ledger, root / "fp16_range.json")
+    if ev is None:
         return []
     from .fp16_range import summary_lines
 
-    return ["## FP16 range", "", f"Evidence: {_link(root, path)}.", "", *summary_lines(report), ""]
+    return ["## FP16 range", "", f"Evidence: {link(ev)}.", "", *summary_lines(ev), ""]
 
 
-def render_directory(root: Path, title: str = "ANE benchmarks") -> str:
-    """The report for one reproduce directory (or any directory laid out the same way)."""
-    root = Path(root)
+RUN_SECTIONS = (section_probe, section_validation, section_sweep, section_benchmarks, section_range)
+
+
+def _run_sections(ledger: Ledger, root: Path) -> list[str]:
+    return [line for section in RUN_SECTIONS for line in section(ledger, Path(root))]
+
+
+def render_directory(root: Path, title: str = "ANE benchmarks") -> Rendered:
+    """The report of one reproduce directory (or any directory laid out the same way); links start from `root`."""
+    ledger = Ledger(root)
     header = [f"# {title}", "",
               "Rendered from the evidence JSON files linked in each section; nothing here is typed by hand. "
               "Regenerate with `python -m experiments.ane_engineering.reproduce`.", ""]
-    body = section_probe(root) + section_validation(root) + section_sweep(root) + section_benchmarks(root) \
-        + section_range(root)
-    return "\n".join(header + body).rstrip() + "\n"
+    text, figures = ledger.finish("\n".join(header + _run_sections(ledger, root)).rstrip() + "\n")
+    return Rendered(text, figures)
 
 
-# ---------------------------------------------------------------------------------------- repository report
+# ---------------------------------------------------------------------------------------- full-size evidence
 
-def _evidence(root: Path, name: str) -> tuple[Path, dict] | None:
-    path = root / name
-    return (path, read_json(path, ANY_OBJECT)) if path.is_file() else None
-
-
-def _harness(data: dict) -> str:
-    harness = data.get("harness") or data.get("provenance", {}).get("harness") or {}
-    return f"harness `{harness.get('sha256', '?')[:12]}`"
-
-
-def section_full_export(repo: Path, found) -> list[str]:
-    path, data = found
+def section_full_export(ev: Evidence) -> list[str]:
     lines = ["### Export (probe) at full size", "",
-             f"Each export in a fresh process; evidence {_link(repo, path)}, {_harness(data)}. Goal: at most "
-             f"{data['goal']['convert_seconds_max']} s and 3 GB per conversion on a 2-core machine.", "",
+             f"Each export in a fresh process; evidence {link(ev)}, {_harness(ev)}. Goal: at most "
+             f"{ev.fig('goal', 'convert_seconds_max')} s and {ev.fig('goal', 'peak_rss_bytes_max', fmt='/GiB:.0f')} "
+             f"GiB per conversion on a {ev.fig('machine', 'cpu_count', fmt='d')}-core machine.", "",
              "| bucket | trace + convert (s) | save (s) | peak RSS (GiB) | non-constant ops | static violations | "
              "layout max abs | package |", "|---|---|---|---|---|---|---|---|"]
-    for run in data["runs"]:
-        lines.append(f"| {run['length']} | {run['convert_seconds']:.1f} | {run['save_seconds']:.1f} | "
-                     f"{run['peak_rss_gib']:.2f} | {run['non_constant_ops']} | {run['static_violations']} | "
-                     f"{_num(run['layout_max_abs'], 3)} | `{run['package_sha256'][:12]}` |")
+    for index, run in enumerate(ev.value("runs")):
+        row = ("runs", index)
+        lines.append(f"| {ev.fig(*row, 'length', fmt='d')} | {ev.fig(*row, 'convert_seconds', fmt='.1f')} | "
+                     f"{ev.fig(*row, 'save_seconds', fmt='.1f')} | {ev.fig(*row, 'peak_rss_gib', fmt='.2f')} | "
+                     f"{ev.fig(*row, 'non_constant_ops', fmt='d')} | {ev.fig(*row, 'static_violations', fmt='d')} | "
+                     f"{ev.fig(*row, 'layout_max_abs', fmt='num3')} | `{run['package_sha256'][:12]}` |")
     return lines + [""]
 
 
-def section_cost_model(repo: Path, found) -> list[str]:
-    path, data = found
-    check = data["reference_check"]
+def section_cost_model(ev: Evidence) -> list[str]:
+    check = ("reference_check",)
+    chip = ev.value(*check, "chip")
     lines = ["### Cost model and the reference run", "",
-             f"{data['label']}. Evidence {_link(repo, path)}, {_harness(data)}. Chip figures and their sources are in "
-             "the evidence (`chips`); the floor is max(FLOPs / peak FP16 rate, bytes every call must move / "
-             "bandwidth); the unfused estimate assumes every op round-trips memory.", "",
-             "| bucket | GFLOP | compulsory MB | unfused MB | floor M3 Max (ms) | bound | unfused estimate (ms) | "
+             f"{ev.fig('label')}. Evidence {link(ev)}, {_harness(ev)}. Chip figures and their sources are in the "
+             "evidence (`chips`); the floor is max(FLOPs / peak FP16 rate, bytes every call must move / bandwidth); "
+             "the unfused estimate assumes every op round-trips memory.", "",
+             f"| bucket | GFLOP | compulsory MB | unfused MB | floor {chip} (ms) | bound | unfused estimate (ms) | "
              "L x L einsum share of FLOPs | L x L ops share of bytes |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in data["summary"]:
-        if row["chip"] != check["chip"]:
+    for index, summary in enumerate(ev.value("summary")):
+        if summary["chip"] != chip:
             continue
-        lines.append(f"| {row['length']} | {row['gflops']:.2f} | {row['compulsory_mb']:.1f} | {row['unfused_mb']:.1f} | "
-                     f"{row['floor_ms']:.3f} | {row['bound']} | {row['unfused_floor_ms']:.3f} | "
-                     f"{row['lxl_einsum_flops_share']:.3f} | {row['lxl_tensor_ops_bytes_share']:.3f} |")
-    lines += ["", f"Reference run ({check['citation']}) beside the floor:", "",
-              "| measurement | measured (ms) | floor (ms) | measured / floor | measured / unfused estimate |",
-              "|---|---|---|---|---|"]
-    for row in check["rows"]:
-        lines.append(f"| {row['what']} | {row['measured_ms']:.3f} | {row['floor_ms']:.3f} | "
-                     f"{row['ratio_to_floor']:.2f} | {row['ratio_to_unfused_floor']:.2f} |")
-    return lines + [""]
+        row = ("summary", index)
+        lines.append(f"| {ev.fig(*row, 'length', fmt='d')} | {ev.fig(*row, 'gflops', fmt='.2f')} | "
+                     f"{ev.fig(*row, 'compulsory_mb', fmt='.1f')} | {ev.fig(*row, 'unfused_mb', fmt='.1f')} | "
+                     f"{ev.fig(*row, 'floor_ms', fmt='.3f')} | {ev.fig(*row, 'bound')} | "
+                     f"{ev.fig(*row, 'unfused_floor_ms', fmt='.3f')} | {ev.fig(*row, 'lxl_einsum_flops_share', fmt='.3f')} "
+                     f"| {ev.fig(*row, 'lxl_tensor_ops_bytes_share', fmt='.3f')} |")
+    return lines + [""] + _reference_run_lines(ev)
 
 
-def section_executor(repo: Path, found) -> list[str]:
-    path, data = found
-    alone = data["executor_alone"]
+def _reference_run_lines(cost: Evidence) -> list[str]:
+    """The reference run's timings (from reference_run.json) beside the floors the cost-model evidence set them by."""
+    ref = cost.ledger.open(cost.ledger.root / REFERENCE_RUN_FILE)
+    measurements = {m["id"]: i for i, m in enumerate(ref.value("timings", "measurements"))}
+    machine, software = ("machine",), ("software",)
+    tools = ", ".join(f"{name} {ref.fig(*software, name)}" for name in ref.value(*software))
+    lines = [f"The {ref.fig('provenance', 'citation')} (Apple {ref.fig(*machine, 'chip')}, {ref.fig(*machine, 'os')}, "
+             f"{tools}; not measured by this project; its figures: {link(ref)}), beside the floor:", "",
+             "| measurement | measured (ms) | floor (ms) | measured / floor | measured / unfused estimate |",
+             "|---|---|---|---|---|"]
+    for index, row in enumerate(cost.value("reference_check", "rows")):
+        measured = ("timings", "measurements", measurements[row["id"]])
+        if ref.value(*measured, "p50_ms") != row["measured_ms"]:
+            raise ReportError(f"{cost.name} sets {row['measured_ms']} ms beside the floor for {row['id']}, but "
+                              f"{ref.name} says {ref.value(*measured, 'p50_ms')} ms: rerun benchmarks/cost_model.py")
+        at = ("reference_check", "rows", index)
+        lines.append(f"| {ref.fig(*measured, 'what')} | {ref.fig(*measured, 'p50_ms', fmt='.3f')} | "
+                     f"{cost.fig(*at, 'floor_ms', fmt='.3f')} | {cost.fig(*at, 'ratio_to_floor', fmt='.2f')} | "
+                     f"{cost.fig(*at, 'ratio_to_unfused_floor', fmt='.2f')} |")
+    bxlxc, bc1s = ("placement", "bxlxc_export"), ("placement", "bc1s_export")
+    mlx = ("timings", "mlx")
+    lines += ["", f"Also reported by that run: {ref.fig(*bxlxc, 'what')} put all {ref.fig(*bxlxc, 'on_cpu', fmt='d')} "
+                  f"assigned ops on the CPU; {ref.fig(*bc1s, 'what')} put all {ref.fig(*bc1s, 'on_ane', fmt='d')} "
+                  f"non-constant ops on the ANE; its layout check ({ref.fig('layout_check', 'what')}) differed by at "
+                  f"most {ref.fig('layout_check', 'max_abs', fmt='num3')}; {ref.fig(*mlx, 'what')}: "
+                  f"{ref.fig(*mlx, 'p50_ms', fmt='.2f')} ms.", ""]
+    return lines
+
+
+def section_executor(ev: Evidence) -> list[str]:
+    alone = ("executor_alone",)
     return ["### The mil executor at full size", "",
-            f"Body at L{data['package']['length']}, synthetic inputs, executor and BC1S torch FP32 forward alternating "
-            f"in one process ({data['rounds']} rounds). Evidence {_link(repo, path)}, {_harness(data)}.", "",
+            f"Body at L{ev.fig('package', 'length', fmt='d')}, synthetic inputs, executor and BC1S torch FP32 forward "
+            f"alternating in one process ({ev.fig('rounds', fmt='d')} rounds). Evidence {link(ev)}, {_harness(ev)}.", "",
             "| mil p50 (s) | torch FP32 p50 (s) | ratio p50 | executor alone: peak RSS (GB) | load (s) | "
             "max option-logit difference |", "|---|---|---|---|---|---|",
-            f"| {data['mil_p50_seconds']:.2f} | {data['torch_p50_seconds']:.2f} | {data['ratio_p50']:.2f} | "
-            f"{alone['peak_rss_gb']:.2f} | {alone['load_seconds']:.1f} | {_num(data['max_option_logit_difference'], 4)} |",
-            "", f"Goal: ratio at most {data['goal']['time_ratio_max']}, peak RSS at most 2 GB.", ""]
+            f"| {ev.fig('mil_p50_seconds', fmt='.2f')} | {ev.fig('torch_p50_seconds', fmt='.2f')} | "
+            f"{ev.fig('ratio_p50', fmt='.2f')} | {ev.fig(*alone, 'peak_rss_gb', fmt='.2f')} | "
+            f"{ev.fig(*alone, 'load_seconds', fmt='.1f')} | {ev.fig('max_option_logit_difference', fmt='num4')} |",
+            "", f"Goal: ratio at most {ev.fig('goal', 'time_ratio_max')}, peak RSS at most "
+                f"{ev.fig('goal', 'peak_rss_bytes_max', fmt='/GB:.0f')} GB.", ""]
 
 
-def section_kmeans(repo: Path, found) -> list[str]:
-    path, data = found
+def section_kmeans(ev: Evidence) -> list[str]:
     lines = ["### Palettization: coremltools k-means against the exact k-means", "",
-             f"Full-size body, group size 32, {data['workers']} workers, both implementations in fresh processes back "
-             f"to back. Evidence {_link(repo, path)}, {_harness(data)}.", "",
-             "| bits | exact (s) | coremltools (s) | speed-up | exact peak RSS | coremltools peak RSS | groups not worse "
-             "/ groups | per-group SSE ratio max | total SSE ratio |", "|---|---|---|---|---|---|---|---|---|"]
-    for run in data["runs"]:
-        def rss(entry):
-            return f"{entry['peak_rss_gib']:.2f} GiB" if "peak_rss_gib" in entry else f"{entry['peak_rss_bytes']} B"
-        lines.append(f"| {run['bits']} | {run['exact']['palettize_seconds']:.1f} | "
-                     f"{run['coremltools']['palettize_seconds']:.1f} | {run['speedup']:.1f} | {rss(run['exact'])} | "
-                     f"{rss(run['coremltools'])} | {run['sse']['not_worse']}/{run['sse']['groups']} | "
-                     f"{run['sse']['ratio_max']:.6f} | {run['sse']['total_ratio']:.6f} |")
+             f"Full-size body, {ev.fig('workers', fmt='d')} workers, both implementations in fresh processes back to "
+             f"back. Evidence {link(ev)}, {_harness(ev)}.", "",
+             "| bits | group size | exact (s) | coremltools (s) | speed-up | exact peak RSS | coremltools peak RSS | "
+             "groups not worse / groups | per-group SSE ratio max | total SSE ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def rss(*entry):
+        if "peak_rss_gib" in ev.value(*entry):
+            return f"{ev.fig(*entry, 'peak_rss_gib', fmt='.2f')} GiB"
+        return f"{ev.fig(*entry, 'peak_rss_bytes', fmt='d')} B"
+
+    for index in range(len(ev.value("runs"))):
+        run = ("runs", index)
+        exact, ct = (*run, "exact"), (*run, "coremltools")
+        lines.append(f"| {ev.fig(*run, 'bits', fmt='d')} | {ev.fig(*exact, 'stats', 'group_size', fmt='d')} | "
+                     f"{ev.fig(*exact, 'palettize_seconds', fmt='.1f')} | {ev.fig(*ct, 'palettize_seconds', fmt='.1f')} "
+                     f"| {ev.fig(*run, 'speedup', fmt='.1f')} | {rss(*exact)} | {rss(*ct)} | "
+                     f"{ev.fig(*run, 'sse', 'not_worse', fmt='d')}/{ev.fig(*run, 'sse', 'groups', fmt='d')} | "
+                     f"{ev.fig(*run, 'sse', 'ratio_max', fmt='.6f')} | {ev.fig(*run, 'sse', 'total_ratio', fmt='.6f')} |")
     return lines + [""]
 
 
-def section_reweight(repo: Path, found) -> list[str]:
-    path, data = found
-    warm = data["warm_in_one_process"]
-    swaps = ", ".join(f"{seconds:.3f}" for seconds in warm["reweight_seconds"])
+def section_reweight(ev: Evidence) -> list[str]:
+    warm = ("warm_in_one_process",)
+    swaps = ", ".join(ev.fig(*warm, "reweight_seconds", i, fmt=".3f")
+                      for i in range(len(ev.value(*warm, "reweight_seconds"))))
+    median = ev.fig(*warm, "reweight_median_seconds", fmt=".3f")
     return ["### Delta weight update (reweight) against re-export", "",
-            f"A same-architecture checkpoint into the L{data['parent']['length']} body. Evidence {_link(repo, path)}, "
-            f"{_harness(data)}. Identical to a fresh export: **{data['identical_to_fresh_export']}** "
-            f"({data['blobs_rewritten']} blobs rewritten); the in-process reweights identical to the in-process probe: "
-            f"**{warm['reweights_identical_to_probe']}**.", "",
+            f"A same-architecture checkpoint into the L{ev.fig('parent', 'length', fmt='d')} body. Evidence {link(ev)}, "
+            f"{_harness(ev)}. Identical to a fresh export: **{ev.value('identical_to_fresh_export')}** "
+            f"({ev.fig('blobs_rewritten', fmt='d')} blobs rewritten); the in-process reweights identical to the "
+            f"in-process probe: **{ev.value(*warm, 'reweights_identical_to_probe')}**.", "",
             "| | re-export (s) | reweight (s) | speed-up |", "|---|---|---|---|",
-            f"| fresh processes (commands) | {data['export_command_seconds']:.1f} | {data['reweight_command_seconds']:.2f} "
-            f"| {data['speedup_commands']:.1f} |",
-            f"| one process: convert + save | {warm['convert_and_save_seconds']:.1f} | "
-            f"{warm['reweight_median_seconds']:.3f} | {warm['speedup_vs_convert_and_save']:.1f} |",
-            f"| one process: whole probe | {warm['probe_seconds']:.1f} | {warm['reweight_median_seconds']:.3f} "
-            f"| {warm['speedup_vs_probe']:.1f} |", "",
-            f"In-process reweights (s): {swaps}; the median is used. Goal: at least {data['goal']['speedup_min']:.0f}x, "
-            f"judged {data['goal']['judged_on']}: **{'met' if data['meets_goal'] else 'not met'}**. The commands' "
-            "ratio is bounded by what both pay: interpreter start, torch and coremltools imports, and the SHA256 of "
-            "the checkpoint.", ""]
+            f"| fresh processes (commands) | {ev.fig('export_command_seconds', fmt='.1f')} | "
+            f"{ev.fig('reweight_command_seconds', fmt='.2f')} | {ev.fig('speedup_commands', fmt='.1f')} |",
+            f"| one process: convert + save | {ev.fig(*warm, 'convert_and_save_seconds', fmt='.1f')} | {median} | "
+            f"{ev.fig(*warm, 'speedup_vs_convert_and_save', fmt='.1f')} |",
+            f"| one process: whole probe | {ev.fig(*warm, 'probe_seconds', fmt='.1f')} | {median} | "
+            f"{ev.fig(*warm, 'speedup_vs_probe', fmt='.1f')} |", "",
+            f"In-process reweights (s): {swaps}; the median is used. Goal: at least "
+            f"{ev.fig('goal', 'speedup_min', fmt='.0f')}x, judged {ev.fig('goal', 'judged_on')}: "
+            f"**{'met' if ev.value('meets_goal') else 'not met'}**. The commands' ratio is bounded by what both pay: "
+            "interpreter start, torch and coremltools imports, and the SHA256 of the checkpoint.", ""]
 
 
-def section_full_range(repo: Path, found) -> list[str]:
+def section_full_range(ev: Evidence) -> list[str]:
     from .fp16_range import summary_lines
 
-    path, data = found
-    return ["### FP16 range at full size", "", f"Evidence {_link(repo, path)}, {_harness(data)}.", "",
-            *summary_lines(data), ""]
+    return ["### FP16 range at full size", "", f"Evidence {link(ev)}, {_harness(ev)}.", "", *summary_lines(ev), ""]
 
 
 FULL_SIZE_SECTIONS = (
@@ -282,51 +324,71 @@ FULL_SIZE_SECTIONS = (
     ("fp16_range_mmbert_base_shape.json", section_full_range),
 )
 REPRODUCE_DIR = "reproduce-builtin-tiny"
+EVIDENCE_DIR = "benchmarks/evidence"
 
 
-def render_repository(repo: Path, evidence_dir: str = "benchmarks/evidence") -> str:
+def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     """ANE_BENCHMARKS.md of the repository: full-size evidence, then the committed builtin:tiny reproduce run."""
-    global LINK_PREFIX
     repo = Path(repo)
+    ledger = Ledger(repo)
     root = repo / evidence_dir
     lines = ["# ANE benchmarks", "",
              "Rendered by `python -m experiments.ane_engineering.evidence.render` from the evidence JSON under "
-             f"`{evidence_dir}/`; every figure links the file it came from, whose SHA256 is shown and which records "
-             "the package, source and harness hashes that produced it. No number here is typed by hand. Figures "
-             "measured with the `mil` backend are CPU timings of the project's reference executor on the Linux build "
-             "machine (2 cores), not Neural Engine figures; cost-model floors are predictions.", "",
+             f"`{evidence_dir}/` and the reference run's figures; every figure links the file it came from, whose "
+             "SHA256 is shown and which records the package, source and harness hashes that produced it. No number "
+             "here is typed by hand: the renderer records each figure's file and JSON path, and `--check` re-reads "
+             "them. Figures measured with the `mil` backend are CPU timings of the project's reference executor on "
+             "the Linux build machine each evidence file names (`machine`), not Neural Engine figures; cost-model "
+             "floors are predictions.", "",
              "## Full-size model (`builtin:mmbert-base-shape`: mmBERT-base dimensions, random weights)", ""]
     for name, section in FULL_SIZE_SECTIONS:
-        found = _evidence(root, name)
-        lines += section(repo, found) if found else [f"(no `{name}` yet)", ""]
+        path = root / name
+        lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
-        LINK_PREFIX = f"{evidence_dir}/{REPRODUCE_DIR}/"
-        try:
-            body = render_directory(reproduce_root, title="x").split("\n", 2)[2]
-        finally:
-            LINK_PREFIX = ""
+        body = "\n".join(_run_sections(ledger, reproduce_root))
         lines += ["## The reproduce chain on `builtin:tiny`", "",
                   f"The README's main command, run once with its evidence committed under `{evidence_dir}/{REPRODUCE_DIR}/`.",
-                  "", body.replace("\n## ", "\n### ")]
-    return "\n".join(lines).rstrip() + "\n"
+                  "", ("\n" + body).replace("\n## ", "\n### ").lstrip("\n")]
+    text, figures = ledger.finish("\n".join(lines).rstrip() + "\n")
+    return Rendered(text, figures)
+
+
+def reports(repo: Path) -> list[tuple[Path, Path, Rendered]]:
+    """(report file, the root its links start from, fresh render) of every committed report: the repository's
+    ANE_BENCHMARKS.md and the committed reproduce run's own."""
+    repo = Path(repo)
+    out = [(repo / "ANE_BENCHMARKS.md", repo, render_repository(repo))]
+    run = repo / EVIDENCE_DIR / REPRODUCE_DIR
+    if run.is_dir():
+        out.append((run / "ANE_BENCHMARKS.md", run, render_directory(run)))
+    return out
 
 
 def main(argv=None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.evidence.render",
-                                     description="Render the repository's ANE_BENCHMARKS.md from committed evidence.")
-    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[3])
-    parser.add_argument("--check", action="store_true", help="exit 1 if ANE_BENCHMARKS.md differs from a fresh render")
+                                     description="Render the repository's ANE_BENCHMARKS.md (and the committed "
+                                                 "reproduce run's) from committed evidence.")
+    parser.add_argument("--repo", type=Path, default=REPOSITORY)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if a report differs from a fresh render, or if any figure in it is not the "
+                             "field of the evidence file it was rendered from")
     args = parser.parse_args(argv)
-    text = render_repository(args.repo)
-    target = args.repo / "ANE_BENCHMARKS.md"
-    if args.check:
-        return 0 if target.read_text(encoding="utf-8") == text else 1
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target}")
-    return 0
+    problems = []
+    for target, root, rendered in reports(args.repo):
+        if not args.check:
+            target.write_text(rendered.text, encoding="utf-8")
+            print(f"wrote {target} ({len(rendered.figures)} figures)")
+            continue
+        committed = target.read_text(encoding="utf-8") if target.is_file() else ""
+        if committed != rendered.text:
+            problems.append(f"{target} differs from a fresh render: run {parser.prog}")
+        problems += [f"{target}: {problem}" for problem in check_report(committed, rendered.figures, root)]
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
 
 
 def _embedding_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
-    from ..embedding.reference import ReferenceEmbedder
+    from ..model.sentence_embedder import ReferenceEmbedder
 
     config, length = checkpoint.config, spec.length
     n, _ = _valid(length)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
-from ..evidence.provenance import harness_fingerprint, tool_versions
+from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
 from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
@@ -211,7 +211,7 @@ def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, ou
                     "source": checkpoint.hashes, "model_config": json.loads(json.dumps(asdict(checkpoint.config))),
                     "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
                     "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "reweight",
-                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                    "parent": {"path": portable_path(parent_dir, staging), "manifest_sha256": parent["manifest_sha256"],
                                "package_sha256": parent["package"]["content_hash"]["sha256"],
                                "source": parent["source"]}}
         write_manifest(staging, manifest)
@@ -256,16 +256,28 @@ def updated_content_hash(parent_hash: dict, package: Path, weight_sha256: str) -
     return {**parent_hash, "files": files, "sha256": combine(files)}
 
 
+def _layout_record(weights: Path) -> dict:
+    """What a weight file's layout is compared by: its blob table (meta offset, dtype, size, data offset) and size."""
+    layout = blob_layout(weights)
+    return {"blobs": len(layout), "bytes": weights.stat().st_size,
+            "blob_table_sha256": hashlib.sha256(json.dumps(layout).encode()).hexdigest()}
+
+
 def verify_identity(parent_package: Path, package: Path) -> dict:
     """Only weight bytes may differ: the program is byte-identical and the blob layout (offsets, sizes, dtypes)
-    is the same. Raises if not."""
-    if program_file(parent_package).read_bytes() != program_file(package).read_bytes():
+    is the same. Records both sides of each comparison; raises if either differs."""
+    programs = {name: hashlib.sha256(program_file(path).read_bytes()).hexdigest()
+                for name, path in (("parent", parent_package), ("package", package))}
+    layouts = {name: _layout_record(weight_file(path)) for name, path in (("parent", parent_package),
+                                                                           ("package", package))}
+    record = {"program_sha256": programs, "weight_layout": layouts,
+              "program_identical": programs["parent"] == programs["package"],
+              "layout_identical": layouts["parent"] == layouts["package"]}
+    if not record["program_identical"]:
         raise ReweightError("the MIL program changed while reweighting")
-    old, new = blob_layout(weight_file(parent_package)), blob_layout(weight_file(package))
-    if old != new or weight_file(parent_package).stat().st_size != weight_file(package).stat().st_size:
+    if not record["layout_identical"]:
         raise ReweightError("the weight blob layout changed while reweighting")
-    return {"program_sha256": hashlib.sha256(program_file(package).read_bytes()).hexdigest(),
-            "blobs": len(new), "layout_identical": True, "program_identical": True}
+    return record
 
 
 def reweight_compiled(compiled: Path, package: Path, output: Path) -> dict:
@@ -275,8 +287,10 @@ def reweight_compiled(compiled: Path, package: Path, output: Path) -> dict:
     source = Path(compiled) / "weights" / "weight.bin"
     if not source.is_file():
         raise ReweightError(f"{compiled}: no weights/weight.bin (not a compiled ML Program)")
-    if blob_layout(source) != blob_layout(weight_file(package)):
+    layouts = {"compiled": _layout_record(source), "package": _layout_record(weight_file(package))}
+    layout_identical = layouts["compiled"]["blob_table_sha256"] == layouts["package"]["blob_table_sha256"]
+    if not layout_identical:
         raise ReweightError(f"{compiled}: its weight layout differs from the package's; recompile instead")
     shutil.copytree(compiled, output)
     shutil.copyfile(weight_file(package), output / "weights" / "weight.bin")
-    return {"path": str(output), "layout_identical": True}
+    return {"path": output.name, "weight_layout": layouts, "layout_identical": layout_identical}

@@ -1,8 +1,9 @@
 """Attention masks shared by the reference model and the host: one definition of who may attend to whom.
 
-Rules (BRIEF.md): a key is visible only if it is a valid (non-padding) token; in sliding layers a valid query also
-needs |q - k| <= local_attention // 2. The padded-query rule: a padding query sees every valid key and nothing else,
-so no row is ever empty (a row with no visible key would be undefined under -inf and meaningless under -1e4).
+Rules: a key is visible only if it is a valid (non-padding) token; in sliding layers a valid query also needs
+|q - k| <= local_attention // 2 (transformers' ModernBERT builds its sliding-window mask the same way,
+modeling_modernbert.py). The padded-query rule: a padding query sees every valid key and nothing else, so no row
+is ever empty (a row with no visible key would be undefined under -inf and meaningless under -1e4).
 Padding outputs are never read: they only feed later layers as keys, and keys at padding are masked.
 """
 

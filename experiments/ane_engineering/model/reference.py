@@ -148,14 +148,16 @@ class ReferenceEncoder(nn.Module):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.tok_embeddings(input_ids)  # (B, L, C), before the embedding norm
 
-    def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, implementation: str = "explicit") -> torch.Tensor:
-        if torch.jit.is_tracing():
-            pass  # the baseline export fixes these shapes in its input contract
-        elif embeddings.dim() != 3 or embeddings.shape[-1] != self.config.hidden_size:
+    def _check_embeddings(self, embeddings: torch.Tensor) -> None:
+        if embeddings.dim() != 3 or embeddings.shape[-1] != self.config.hidden_size:
             raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got {tuple(embeddings.shape)}")
-        elif embeddings.shape[1] > self.config.max_position_embeddings:
+        if embeddings.shape[1] > self.config.max_position_embeddings:
             raise ModelInputError(f"sequence of {embeddings.shape[1]} exceeds max_position_embeddings "
-                             f"{self.config.max_position_embeddings}")
+                                  f"{self.config.max_position_embeddings}")
+
+    def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, implementation: str = "explicit") -> torch.Tensor:
+        if not torch.jit.is_tracing():  # traced, the baseline export's input contract fixes these shapes
+            self._check_embeddings(embeddings)
         x = self.embedding_norm(embeddings)  # (B, L, C)
         for layer in self.layers:
             x = layer(x, valid, implementation)  # (B, L, C)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HarnessError
-from ..evidence.provenance import harness_fingerprint, tool_versions
+from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
 from ..export.convert import quiet_coremltools
 from ..export.manifest import PACKAGE_NAME, read_manifest, write_manifest
 from ..export.package_hash import package_content_hash
@@ -135,7 +135,7 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
         manifest = {**{k: v for k, v in parent.items() if k != "manifest_sha256"},
                     "package": {"path": PACKAGE_NAME, "content_hash": content_hash},
                     "tools": tool_versions(), "harness": harness_fingerprint(), "created_by": "palettize",
-                    "parent": {"path": str(parent_dir), "manifest_sha256": parent["manifest_sha256"],
+                    "parent": {"path": portable_path(parent_dir, staging), "manifest_sha256": parent["manifest_sha256"],
                                "package_sha256": parent["package"]["content_hash"]["sha256"]},
                     "compression": compression}
         write_manifest(staging, manifest)

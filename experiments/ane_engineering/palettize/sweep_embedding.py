@@ -6,13 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import gates
+from ..figures import Document
 
 
 def embedding_row_fields(report: dict) -> dict:
     (length, summary), = report["summary"].items()
     ranking = summary["ranking"] or {}
     return {"length": int(length), "evaluated": summary["evaluated"], "skipped": len(summary["skipped"]),
-            "min_cosine": summary["min_cosine"], "max_abs_error": summary["max_abs_error"],
+            "min_cosine": summary["min_cosine"], "max_cosine_distance": summary["max_cosine_distance"],
+            "max_abs_error": summary["max_abs_error"],
             "max_similarity_error": ranking.get("max_similarity_error"),
             "resolved_pairs": ranking.get("resolved_pairs"),
             "resolved_pairs_swapped": ranking.get("resolved_pairs_swapped"),
@@ -24,32 +26,31 @@ def gate_fields() -> dict:
             "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND}
 
 
-def _fmt(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
-    gate = sweep["gate"]
-    rows = [sweep["baseline"]] + sweep["candidates"]
+def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
+    """The embedding sweep's table; every figure printed through `sweep.fig` (see sweep_report.markdown_table)."""
+    rows = [("baseline",)] + [("candidates", i) for i in range(len(sweep.value("candidates")))]
     lines = [
-        f"Palettization sweep of the embedding package `{sweep['parent']['path']}` (L{sweep['parent']['length']}), "
-        f"validated through the `{sweep['backend']}` backend against FP32 golden embeddings; gates: cosine >= "
-        f"{gate['cosine_min']:.8f}, max abs error <= {gate['abs_max']:.6f}, no resolved pair of the similarity "
-        f"ranking swapped (tie band {gate['rank_tie_band']}). Source: `{evidence_name}` "
-        f"(harness {sweep['harness']['sha256'][:12]}).",
+        f"Palettization sweep of the embedding package `{sweep.value('parent', 'path')}` "
+        f"(L{sweep.fig('parent', 'length', fmt='d')}), validated through the `{sweep.value('backend')}` backend against "
+        f"FP32 golden embeddings; gates: cosine >= {sweep.fig('gate', 'cosine_min', fmt='.8f')}, max abs error <= "
+        f"{sweep.fig('gate', 'abs_max', fmt='.6f')}, no resolved pair of the similarity ranking swapped (tie band "
+        f"{sweep.fig('gate', 'rank_tie_band')}). Source: `{evidence_name}` (harness "
+        f"`{sweep.value('harness', 'sha256')[:12]}`).",
         "",
         "| candidate | bits | mode | group | size (MB) | vs FP16 | texts | min cosine | 1 - min cosine | max abs err "
         "| max similarity err | resolved pairs swapped | top-1 neighbour | gates |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        distance = None if row["min_cosine"] is None else 1 - row["min_cosine"]
         lines.append(
-            f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | "
-            f"{_fmt(row['package_mb'], '.3f')} | {_fmt(row['size_ratio_vs_fp16'], '.3f')} | {row['evaluated']} | "
-            f"{_fmt(row['min_cosine'], '.8f')} | {_fmt(distance, '.2e')} | {_fmt(row['max_abs_error'], '.6f')} | "
-            f"{_fmt(row['max_similarity_error'], '.6f')} | {row['resolved_pairs_swapped']}/{row['resolved_pairs']} | "
-            f"{row['top1_neighbour_agreement']}/{row['evaluated']} | {'pass' if row['passed'] else 'FAIL'} |")
+            f"| {sweep.fig(*row, 'name')} | {sweep.fig(*row, 'bits', fmt='d')} | {sweep.fig(*row, 'mode')} | "
+            f"{sweep.fig(*row, 'group_size', fmt='d')} | {sweep.fig(*row, 'package_mb', fmt='.3f')} | "
+            f"{sweep.fig(*row, 'size_ratio_vs_fp16', fmt='.3f')} | {sweep.fig(*row, 'evaluated', fmt='d')} | "
+            f"{sweep.fig(*row, 'min_cosine', fmt='.8f')} | {sweep.fig(*row, 'max_cosine_distance', fmt='.2e')} | "
+            f"{sweep.fig(*row, 'max_abs_error', fmt='.6f')} | {sweep.fig(*row, 'max_similarity_error', fmt='.6f')} | "
+            f"{sweep.fig(*row, 'resolved_pairs_swapped', fmt='d')}/{sweep.fig(*row, 'resolved_pairs', fmt='d')} | "
+            f"{sweep.fig(*row, 'top1_neighbour_agreement', fmt='d')}/{sweep.fig(*row, 'evaluated', fmt='d')} | "
+            f"{'pass' if sweep.value(*row, 'passed') else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -68,7 +69,7 @@ def plot(sweep: dict, path: Path) -> None:
         if size is None or row["min_cosine"] is None or row["max_similarity_error"] is None:
             continue  # refused or non-finite: no figure to plot (the table lists it as FAIL)
         color = "tab:green" if row["passed"] else "tab:red"
-        distance = max(1.0 - row["min_cosine"], 1e-9)
+        distance = max(row["max_cosine_distance"], 1e-9)
         left.scatter(size, distance, marker=markers[row["mode"]], color=color)
         left.annotate(label, (size, distance), fontsize=7, xytext=(3, 3), textcoords="offset points")
         right.scatter(size, max(row["max_similarity_error"], 1e-9), marker=markers[row["mode"]], color=color)

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-def _fmt(value, digits=5):
-    return "-" if value is None else f"{value:.{digits}f}"
+from ..figures import Document
 
 
-def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
-    if sweep.get("task") == "embeddings":
+def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
+    """The sweep table; every figure printed through `sweep.fig` (a ledger's Evidence records each one)."""
+    if sweep.value("task") == "embeddings":
         from . import sweep_embedding
 
         return sweep_embedding.markdown_table(sweep, evidence_name)
-    gate = sweep["gate"]["probability_error_max"]
-    rows = [sweep["baseline"]] + sweep["candidates"]
+    rows = [("baseline",)] + [("candidates", i) for i in range(len(sweep.value("candidates")))]
     lines = [
-        f"Palettization sweep of `{sweep['parent']['path']}` (L{sweep['parent']['length']}), validated through the "
-        f"`{sweep['backend']}` backend against FP32 golden outputs; gate: probability errors <= {gate}. "
-        f"Source: `{evidence_name}` (harness {sweep['harness']['sha256'][:12]}).",
+        f"Palettization sweep of `{sweep.value('parent', 'path')}` (L{sweep.fig('parent', 'length', fmt='d')}), "
+        f"validated through the `{sweep.value('backend')}` backend against FP32 golden outputs; gate: probability "
+        f"errors <= {sweep.fig('gate', 'probability_error_max')}. Source: `{evidence_name}` (harness "
+        f"`{sweep.value('harness', 'sha256')[:12]}`).",
         "",
         "| candidate | bits | mode | group | size (MB) | vs FP16 | argmax | max calibrated err | max action prob err "
         "| max option-logit err | max action-logit err | gates |",
@@ -27,11 +26,15 @@ def markdown_table(sweep: dict, evidence_name: str = "sweep.json") -> str:
     ]
     for row in rows:
         lines.append(
-            f"| {row['name']} | {row['bits']} | {row['mode']} | {row['group_size'] or '-'} | "
-            f"{_fmt(row['package_mb'], 3)} | {_fmt(row['size_ratio_vs_fp16'], 3)} | "
-            f"{row['argmax_matches']}/{row['evaluated']} | {_fmt(row['max_calibrated_error'])} | "
-            f"{_fmt(row['max_action_probability_error'])} | {_fmt(row['max_option_logit_error'], 4)} | "
-            f"{_fmt(row['max_action_logit_error'], 4)} | {'pass' if row['passed'] else 'FAIL'} |")
+            f"| {sweep.fig(*row, 'name')} | {sweep.fig(*row, 'bits', fmt='d')} | {sweep.fig(*row, 'mode')} | "
+            f"{sweep.fig(*row, 'group_size', fmt='d')} | {sweep.fig(*row, 'package_mb', fmt='.3f')} | "
+            f"{sweep.fig(*row, 'size_ratio_vs_fp16', fmt='.3f')} | "
+            f"{sweep.fig(*row, 'argmax_matches', fmt='d')}/{sweep.fig(*row, 'evaluated', fmt='d')} | "
+            f"{sweep.fig(*row, 'max_calibrated_error', fmt='.5f')} | "
+            f"{sweep.fig(*row, 'max_action_probability_error', fmt='.5f')} | "
+            f"{sweep.fig(*row, 'max_option_logit_error', fmt='.4f')} | "
+            f"{sweep.fig(*row, 'max_action_logit_error', fmt='.4f')} | "
+            f"{'pass' if sweep.value(*row, 'passed') else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
 

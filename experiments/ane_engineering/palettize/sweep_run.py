@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import gates
 from ..errors import HarnessError
-from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from ..evidence.provenance import harness_fingerprint, machine, portable_path, tool_versions
 from .candidate import package_bytes, palettize_candidate
 
 VALIDATION_NAME = "validation.json"
@@ -48,19 +48,21 @@ def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Pa
     checkpoint = load_checkpoint(source)
     golden = load_golden(golden_path, checkpoint)
     agent = Agent([package_dir], checkpoint, backend)
-    report = validate(agent, golden, golden_path, list(agent.lengths), repeats)
+    report = validate(agent, golden, golden_path, list(agent.lengths), repeats, evidence_dir=report_path.parent)
     report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return report
 
 
 def _row(name: str, settings: dict | None, package_dir: Path, report: dict, report_path: Path,
-         seconds: float | None) -> dict:
+         seconds: float | None, sweep_dir: Path) -> dict:
+    """One row of sweep.json (written in `sweep_dir`, which paths are recorded relative to)."""
     common = {
         "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
-        "package": str(package_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
+        "package": portable_path(package_dir, sweep_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
         "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3), "palettize_seconds": seconds,
     }
-    verdict = {"passed": report["passed"], "failed_reasons": report["reasons"][:5], "validation": str(report_path)}
+    verdict = {"passed": report["passed"], "failed_reasons": report["reasons"][:5],
+               "validation": portable_path(report_path, sweep_dir)}
     if report.get("task") == "embeddings":
         from .sweep_embedding import embedding_row_fields
 
@@ -80,7 +82,7 @@ def _row(name: str, settings: dict | None, package_dir: Path, report: dict, repo
 
 def _refused_row(name: str, settings: dict, error: HarnessError, task: str = "decisions") -> dict:
     """A candidate that could not be made or run: failed, with the reason, and no figures."""
-    figures = ({"min_cosine": None, "max_abs_error": None, "max_similarity_error": None, "resolved_pairs": None,
+    figures = ({"min_cosine": None, "max_cosine_distance": None, "max_abs_error": None, "max_similarity_error": None, "resolved_pairs": None,
                 "resolved_pairs_swapped": None, "top1_neighbour_agreement": None} if task == "embeddings" else
                {"argmax_matches": 0, "max_calibrated_error": None, "max_action_probability_error": None,
                 "max_option_logit_error": None, "max_action_logit_error": None})
@@ -107,13 +109,14 @@ def run_candidate(job: dict) -> dict:
         validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
     except HarnessError as error:
         return _refused_row(output.name, settings, error, _task(Path(job["parent"])))
-    return _row(output.name, settings, output, validation, report_path, report["seconds"])
+    return _row(output.name, settings, output, validation, report_path, report["seconds"], Path(job["sweep_dir"]))
 
 
 def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[int], modes: list[str],
               group_sizes: list[int], jobs: int, backend: str = "mil", repeats: int = 10,
               implementation: str = "auto") -> dict:
-    """Run the grid into `output` (which must be new) and return sweep.json's content."""
+    """Run the grid into `output` (which must be new) and return sweep.json's content, to be written in `output`
+    (paths in it are relative to it: the same in a staging directory renamed to its sibling the output)."""
     candidates_dir = output / "candidates"
     candidates_dir.mkdir(parents=True)
     started = time.perf_counter()
@@ -121,10 +124,10 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
     print(f"[sweep] validating the FP16 parent {parent}", file=sys.stderr, flush=True)
     baseline_path = candidates_dir / "fp16-validation.json"  # never write into the parent export
     baseline = _row("fp16", None, parent, _validate(parent, baseline_path, source, golden, backend, repeats),
-                    baseline_path, None)
+                    baseline_path, None, output)
     grid = [{"parent": str(parent), "output": str(candidates_dir / candidate_name(b, m, g)), "bits": b, "mode": m,
              "group_size": g, "kmeans_workers": 1 if jobs > 1 else 2, "implementation": implementation,
-             "source": source, "golden": str(golden), "backend": backend, "repeats": repeats}
+             "source": source, "golden": str(golden), "backend": backend, "repeats": repeats, "sweep_dir": str(output)}
             for b in bits for m in modes for g in group_sizes]
     rows = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
@@ -150,7 +153,7 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
                                      else round(row["package_bytes"] / baseline["package_bytes"], 3))
     return {
         "format": "ane-engineering/evidence/sweep/1",
-        "parent": {"path": str(parent), **{k: baseline[k] for k in ("package_bytes", "length")}},
+        "parent": {"path": portable_path(parent, output), **{k: baseline[k] for k in ("package_bytes", "length")}},
         "task": task,
         "gate": gate,
         "grid": {"bits": bits, "modes": modes, "group_sizes": group_sizes, "implementation": implementation},

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import reference_run
 from ..limits import MAX_DIMENSION
 
 SEVERITIES = ("error", "warning")
@@ -45,10 +46,10 @@ SRC_HOLLANCE_UNSUPPORTED = ("hollance/neural-engine, docs/unsupported-layers.md 
                             "(https://github.com/hollance/neural-engine/blob/master/docs/unsupported-layers.md)")
 SRC_HOLLANCE_16BIT = ("hollance/neural-engine, docs/16-bit.md ('The ANE appears to use float16 for everything') "
                       "(https://github.com/hollance/neural-engine/blob/master/docs/16-bit.md)")
-SRC_BRIEF_REF = "BRIEF.md reference run (Apple M3 Max, macOS 27.2, coremltools 9.0, MLComputePlan under CPU_AND_NE)"
-SRC_BRIEF_HW = "BRIEF.md hardware facts"
+_REFERENCE = reference_run.load()
+SRC_REFERENCE_RUN = f"{reference_run.citation(_REFERENCE)}, MLComputePlan under {_REFERENCE['placement']['compute_units']}"
 SRC_ORION = ('Orion (direct ANE programming): R. Kumaresan, "Orion: Characterizing and Programming Apple\'s Neural '
-             'Engine for LLM Training and Inference", arXiv:2603.06728 (2026); constraint catalogue as listed in BRIEF.md')
+             'Engine for LLM Training and Inference", arXiv:2603.06728 (2026), its catalogue of ANE constraints')
 SRC_CT_FLEX = ('coremltools docs, "Flexible Input Shapes" '
                "(https://apple.github.io/coremltools/docs-guides/source/flexible-inputs.html)")
 SRC_FORUM_RANGE = ("Apple Developer Forums thread 724930, answer by an Apple engineer: with range flexibility only the "
@@ -66,7 +67,12 @@ SRC_CT_EINSUM = ('coremltools MIL op reference, iOS15 "einsum": supported equati
                  '"chw,whr->chr" (https://apple.github.io/coremltools/source/coremltools.converters.mil.mil.ops.defs.html)')
 SRC_CT_2536 = ("apple/coremltools issue #2536 (Core ML supports tensors of rank <= 5; a dynamic convolution "
                "reported falling off the Neural Engine), https://github.com/apple/coremltools/issues/2536")
-SRC_LINUX_NOTES = "COREMLTOOLS_ON_LINUX.md (measured conversions with coremltools 9.0)"
+SRC_CAST_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the B x L x C `baseline` export, which "
+                     "looks tokens up with an in-graph nn.Embedding, has gather and int cast ops "
+                     "(tests/test_probe.py::test_baseline_export_shows_its_violations)")
+_PLACEMENT = _REFERENCE["placement"]
+SRC_EINSUM_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the per-head einsums of the exported "
+                       "BC1S body stay native MIL einsums (tests/test_ane_rules.py::test_tiny_bc1s_body_has_no_violations)")
 
 # ----------------------------------------------------------------------------------------------------------------
 # Op-type sets.
@@ -74,7 +80,7 @@ SRC_LINUX_NOTES = "COREMLTOOLS_ON_LINUX.md (measured conversions with coremltool
 # Non-constant MIL op types predicted to run on the ANE. Membership means: the op type is in the reference run's
 # all-ANE BC1S plan (const, mul, add, sub, slice_by_index, conv, einsum, layer_norm, softmax, transpose, gelu, relu),
 # or it is an elementwise / normalisation / layout op that Apple's ANE reference transformer (ml-ane-transformers)
-# relies on or that BRIEF.md lists. It is deliberately not a list of everything the ANE can do: an op type outside it
+# relies on. It is deliberately not a list of everything the ANE can do: an op type outside it
 # is predicted off the ANE until a Core ML compute plan on a Mac shows otherwise (then add it here, with the plan as
 # the evidence). Constants (const, constexpr_*) are not placed and are never checked against this list.
 ANE_OP_ALLOWLIST = frozenset({
@@ -659,24 +665,25 @@ def _documented(rule_id: str, statement: str, source: str, orion: Orion) -> Rule
 CATALOGUE: tuple[Rule, ...] = (
     _rule("ANE-R01-rank",
           "No non-constant tensor of rank above 4.",
-          f"{SRC_BRIEF_HW} ('rank-5 tensors are known to push work off the ANE'); {SRC_CT_2536}",
+          f"{SRC_APPLE_ARTICLE} (Principle 1: the 4D channels-first data format); {SRC_CT_2536}",
           "error", check_rank),
     _rule("ANE-R02-bc1s-form",
           "Every non-constant tensor is in (B, C, 1, S) form: rank 4 with dim 2 equal to 1.",
-          f"{SRC_APPLE_ARTICLE} (Principle 1: the (B, C, 1, S) data format); {SRC_BRIEF_REF} (the B x L x C export "
-          "ran all 1,318 ops on the CPU; the BC1S rewrite ran all 6,390 on the ANE)",
+          f"{SRC_APPLE_ARTICLE} (Principle 1: the (B, C, 1, S) data format); {SRC_REFERENCE_RUN} (the B x L x C "
+          f"export ran all {_PLACEMENT['bxlxc_export']['assigned_ops']:,} ops on the CPU; the BC1S rewrite ran all "
+          f"{_PLACEMENT['bc1s_export']['non_constant_ops']:,} on the ANE)",
           "error", check_bc1s_form,
           note="Attention scores (1, L, 1, L) and the marker selector (1, L, 1, 32) are of this form. Boundary casts "
                "of an fp32 interface are left to ANE-R14-fp32-io."),
     _rule("ANE-R03-dimension-limit",
           f"No tensor dimension (constants included) above {MAX_DIMENSION}.",
-          f"{SRC_BRIEF_HW} ('any Core ML tensor dimension above 16384 fails to load'); {SRC_ANE_LIMITS}",
+          SRC_ANE_LIMITS,
           "error", check_dimension_limit,
-          note="The ANE compiler message allows N and C up to 65536 but D, H and W only up to 16384; the brief's "
-               "observation is applied to every axis."),
+          note="The ANE compiler message allows N and C up to 65536 but D, H and W only up to 16384; the stricter "
+               "limit is applied to every axis."),
     _rule("ANE-R04-symbolic-shape",
           "No non-constant tensor with a symbolic (run-time) dimension.",
-          f"{SRC_BRIEF_HW} ('dynamic shapes are known to push work off the ANE'); {SRC_FORUM_RANGE}",
+          SRC_FORUM_RANGE,
           "error", check_symbolic,
           note="When the spec is given and every flexible input is enumerated, the symbols are explained by the "
                "enumeration and ANE-R06 reports them instead."),
@@ -686,21 +693,21 @@ CATALOGUE: tuple[Rule, ...] = (
           "error", check_range_inputs),
     _rule("ANE-R06-enumerated-input",
           "Model inputs have one fixed shape; enumerated shapes are a hazard (fixed buckets are exported instead).",
-          f"{SRC_CT_FLEX}; {SRC_FORUM_RANGE}; {SRC_BRIEF_REF} (the enumerated-shape B x L x C export ran on the CPU)",
+          f"{SRC_CT_FLEX}; {SRC_FORUM_RANGE}; {SRC_REFERENCE_RUN} (the enumerated-shape B x L x C export ran on the CPU)",
           "warning", check_enumerated_inputs,
           note="Apple says each enumerated shape can run on the ANE, so this is a warning; the reference run's "
                "enumerated export also had SDPA, rank-5 tensors and a gather, which the error rules catch."),
     _rule("ANE-R07-gather",
           "No gather/scatter indexing inside the graph (look rows up on the host, or contract a one-hot selector).",
-          f"{SRC_HOLLANCE_UNSUPPORTED} (gather listed as not working on the ANE); {SRC_BRIEF_HW}",
+          f"{SRC_HOLLANCE_UNSUPPORTED} (gather listed as not working on the ANE)",
           "error", check_gather),
     _rule("ANE-R08-sdpa",
           "No fused scaled_dot_product_attention op; attention is split into per-head einsums.",
-          f"{SRC_BRIEF_REF} (the export with SDPA put every op on the CPU); {SRC_ML_ANE} (per-head einsum attention)",
+          f"{SRC_REFERENCE_RUN} (the export with SDPA put every op on the CPU); {SRC_ML_ANE} (per-head einsum attention)",
           "error", check_sdpa),
     _rule("ANE-R09-op-allowlist",
           "Every non-constant op type is in ANE_OP_ALLOWLIST.",
-          f"{SRC_BRIEF_REF} (op types of the all-ANE BC1S plan); {SRC_ML_ANE}; {SRC_HOLLANCE_UNSUPPORTED}",
+          f"{SRC_REFERENCE_RUN} (op types of the all-ANE BC1S plan); {SRC_ML_ANE}; {SRC_HOLLANCE_UNSUPPORTED}",
           "error", check_allowlist,
           note="A conservative prediction: an op type outside the list is predicted off the ANE until a Core ML "
                "compute plan shows otherwise. Types owned by a more specific error rule are reported there."),
@@ -711,7 +718,7 @@ CATALOGUE: tuple[Rule, ...] = (
     _rule("ANE-R11-dynamic-shape-op",
           "No op whose output shape or control flow is decided at run time (shape, range_1d, fill_like, while_loop, "
           "cond, reshape/slice/tile/pad with computed shape arguments, ...).",
-          f"{SRC_BRIEF_HW} ('dynamic shapes are known to push work off the ANE'); {SRC_FORUM_RANGE}",
+          SRC_FORUM_RANGE,
           "error", check_dynamic_ops),
     _rule("ANE-R12-fp16-compute",
           "Every non-constant op computes in fp16 (no fp32, integer or bool outputs).",
@@ -720,7 +727,7 @@ CATALOGUE: tuple[Rule, ...] = (
           note="Boundary casts of an fp32 interface are left to ANE-R14-fp32-io."),
     _rule("ANE-R13-cast",
           "No cast inside the graph.",
-          f"{SRC_CT_TYPED}; {SRC_LINUX_NOTES} (an in-graph nn.Embedding brings int casts)",
+          f"{SRC_CT_TYPED}; {SRC_CAST_MEASURED}",
           "error", check_cast,
           note="A cast that reads a model input or writes a model output is the host-side conversion of an fp32 "
                "interface, reported by ANE-R14-fp32-io."),
@@ -730,7 +737,7 @@ CATALOGUE: tuple[Rule, ...] = (
           "warning", check_fp32_io),
     _rule("ANE-R15-non-finite-constant",
           "No non-finite constant (inf/nan); masks use a finite additive bias such as -1e4.",
-          f"{SRC_ML_ANE} (masks use -1e4); {SRC_BRIEF_REF} (finite additive bias of -1e4); {SRC_ORION} "
+          f"{SRC_ML_ANE} (masks use -1e4); {SRC_REFERENCE_RUN} (finite additive bias of -1e4); {SRC_ORION} "
           "(FP16 hygiene: sanitise NaN/Inf)",
           "error", check_non_finite_constants,
           orion=Orion("enforced", "Statically checkable in a Core ML package: a -inf mask makes fully masked rows "
@@ -749,12 +756,12 @@ CATALOGUE: tuple[Rule, ...] = (
           note="fp16 last dims of 1..15 waste more than half; 16 wastes exactly half."),
     _rule("ANE-R18-einsum-form",
           "einsum is the native rank-4 per-head contraction ('nchw,nwhu->nchu' up to letters, with dim 2 = 1).",
-          f"{SRC_ML_ANE} ('bchq,bkhc->bkhq' and 'bkhq,bchk->bchq'); {SRC_CT_EINSUM}; {SRC_LINUX_NOTES}",
+          f"{SRC_ML_ANE} ('bchq,bkhc->bkhq' and 'bkhq,bchk->bchq'); {SRC_CT_EINSUM}; {SRC_EINSUM_MEASURED}",
           "warning", check_einsum_form,
           note="The converter writes torch's 'bchq,bkhc->bkhq' as MIL 'bkhc,bchq->bkhq' (operands swapped)."),
     _rule("ANE-R19-softmax-axis",
           "softmax runs over axis 1 (the channel axis of (B, C, 1, S), i.e. the key axis of (1, L, 1, L) scores).",
-          f"{SRC_ML_ANE} (softmax(dim=1)); {SRC_BRIEF_REF}",
+          f"{SRC_ML_ANE} (softmax(dim=1)); {SRC_REFERENCE_RUN}",
           "warning", check_softmax_axis),
     _rule("ANE-R20-dense-as-conv",
           "Dense layers with constant weights are 1x1 convs, not matmul/linear.",
@@ -769,7 +776,7 @@ CATALOGUE: tuple[Rule, ...] = (
           note="The BC1S body transposes K once per layer: (1, 768, 1, 1024) fp16 is 1.5 MiB, under the threshold."),
     _rule("ANE-R22-batch-one",
           "Rank-4 non-constant tensors have batch dimension 1.",
-          f"{SRC_BRIEF_REF} (batch 1; questions run one after another)",
+          f"{SRC_REFERENCE_RUN} (batch 1; questions run one after another)",
           "warning", check_batch),
     _rule("ANE-R23-dilated-conv",
           "No dilated convolutions.",

@@ -1,4 +1,4 @@
-"""FP32 golden sentence embeddings: the reference embedder (embedding/reference.py) over the embedding texts.
+"""FP32 golden sentence embeddings: the reference embedder (model/sentence_embedder.py) over the embedding texts.
 
 A golden file records per text its token ids, the norm of the mean-pooled vector (the FP16 range of the
 normalisation's sum of squares is its square) and the unit embedding (float32 values, 9 significant digits: exact
@@ -14,7 +14,7 @@ import numpy as np
 
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
-from ..embedding.reference import ReferenceEmbedder
+from ..model.sentence_embedder import ReferenceEmbedder
 from ..embedding.texts import load_texts, texts_sha256, token_ids
 from ..evidence.provenance import harness_fingerprint, tool_versions
 from ..json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,

@@ -8,10 +8,12 @@ similarities further apart than the tie band) in order; and repeated calls must 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from .. import gates
-from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from ..evidence.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
 from .gate_run import package_records
 
 RULES = ("per text: cosine to golden >= EMBEDDING_COSINE_MIN, max abs error <= EMBEDDING_ABS_MAX, finite; per "
@@ -21,20 +23,20 @@ RULES = ("per text: cosine to golden >= EMBEDDING_COSINE_MIN, max abs error <= E
 
 def compare_embedding(candidate: np.ndarray, golden: np.ndarray) -> dict:
     """Cosine, max abs error, norm and finiteness of one candidate embedding against its golden one."""
-    finite = bool(np.isfinite(candidate).all())
     c, g = candidate.astype(np.float64), golden.astype(np.float64)
-    norm = float(np.linalg.norm(c)) if finite else float("nan")
-    cosine = float(c @ g / (norm * np.linalg.norm(g))) if finite and norm > 0 else float("nan")
-    abs_error = float(np.abs(c - g).max()) if finite else float("inf")
+    norm = float(np.linalg.norm(c))
+    if not (np.isfinite(c).all() and norm > 0):  # no figure to record (JSON has no NaN): the gate fails by name
+        return {"cosine": None, "cosine_distance": None, "max_abs_error": None, "norm": None, "finite": False,
+                "failed_gates": ["non-finite or zero embedding"], "passed": False}
+    cosine = float(c @ g / (norm * np.linalg.norm(g)))
+    abs_error = float(np.abs(c - g).max())
     failed = []
-    if not finite:
-        failed.append("non-finite embedding")
     if not cosine >= gates.EMBEDDING_COSINE_MIN:
         failed.append(f"cosine {cosine:.8f} < {gates.EMBEDDING_COSINE_MIN:.8f}")
     if not abs_error <= gates.EMBEDDING_ABS_MAX:
         failed.append(f"max abs error {abs_error:.6f} > {gates.EMBEDDING_ABS_MAX:.6f}")
-    return {"cosine": cosine, "max_abs_error": abs_error, "norm": norm, "finite": finite, "failed_gates": failed,
-            "passed": not failed}
+    return {"cosine": cosine, "cosine_distance": 1.0 - cosine, "max_abs_error": abs_error, "norm": norm,
+            "finite": True, "failed_gates": failed, "passed": not failed}
 
 
 def similarity_ranking(golden: np.ndarray, candidate: np.ndarray, ids: list[str]) -> dict:
@@ -83,7 +85,7 @@ def validate_embedding_bucket(agent, length: int, golden_records: list[dict], re
                         **compare_embedding(embedding, np.asarray(record["embedding"], dtype=np.float32))})
         if progress:
             progress()
-    evaluated = [r["id"] for r in records]
+    evaluated = [r["id"] for r in records if r["finite"]]  # the ranking of the texts with a finite embedding
     by_id = {r["id"]: r for r in golden_records}
     ranking = similarity_ranking(np.asarray([by_id[i]["embedding"] for i in evaluated], dtype=np.float32),
                                  np.asarray([outputs[i] for i in evaluated], dtype=np.float32), evaluated) \
@@ -99,12 +101,16 @@ def validate_embedding_bucket(agent, length: int, golden_records: list[dict], re
     failed = [r for r in records if not r["passed"]]
 
     def extreme(key, pick):
-        return pick((r[key] for r in records), default=None)
+        """The worst value over the texts; None if there is none or any text has none (a non-finite output)."""
+        values = [r[key] for r in records]
+        return None if not values or None in values else pick(values)
 
     return {
         "length": length, "evaluated": len(records), "passed_texts": len(records) - len(failed), "skipped": skipped,
-        "min_cosine": extreme("cosine", min), "max_abs_error": extreme("max_abs_error", max),
-        "max_norm_deviation": max((abs(r["norm"] - 1.0) for r in records), default=None),
+        "min_cosine": extreme("cosine", min), "max_cosine_distance": extreme("cosine_distance", max),
+        "max_abs_error": extreme("max_abs_error", max),
+        "max_norm_deviation": None if any(r["norm"] is None for r in records)
+        else max((abs(r["norm"] - 1.0) for r in records), default=None),
         "ranking": ranking,
         "repeats": {"calls": repeats if evaluated else 0, "mismatches": mismatches, "identical": not mismatches},
         "failed_texts": [{"id": r["id"], "gates": r["failed_gates"]} for r in failed],
@@ -113,7 +119,10 @@ def validate_embedding_bucket(agent, length: int, golden_records: list[dict], re
     }
 
 
-def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], repeats: int, progress=None) -> dict:
+def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], repeats: int, progress=None, *,
+                        evidence_dir: Path) -> dict:
+    """The validation report of `agent`'s embedding packages against `golden`; `evidence_dir` is the directory the
+    report will be written in (paths in it are recorded relative to it)."""
     buckets = {length: validate_embedding_bucket(agent, length, golden["embeddings"], repeats, progress)
                for length in lengths}
     reasons = []
@@ -122,7 +131,7 @@ def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], re
             reasons.append(f"L{length}: no text fits this bucket")
             continue
         reasons += [f"L{length} {f['id']}: " + "; ".join(f["gates"]) for f in result["failed_texts"]]
-        if not result["ranking"]["passed"]:
+        if result["ranking"] is not None and not result["ranking"]["passed"]:
             reasons.append(f"L{length}: {result['ranking']['resolved_pairs_swapped']} resolved pair(s) of the "
                            f"similarity ranking swapped, e.g. {result['ranking']['examples'][:1]}")
         if result["repeats"]["mismatches"]:
@@ -137,11 +146,11 @@ def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], re
                   "rules": RULES},
         "summary": {str(length): {k: v for k, v in result.items() if k != "texts"} for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},
-        "golden": {"path": str(golden_path), "content_sha256": golden["content_sha256"], "source": golden["source"],
+        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"], "source": golden["source"],
                    "texts": {k: golden["texts"][k] for k in ("sha256", "count")},
                    "max_pooled_norm": max(r["pooled_norm"] for r in golden["embeddings"])},
         "source": agent.checkpoint.hashes,
         "packages": package_records(agent),
-        "backend": agent.backend.describe(),
+        "backend": backend_record(agent.backend.describe()),
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }

@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import gates
 from ..decision.host import NonFiniteOutputError
-from ..decision.questions import encode_question, load_questions
-from ..evidence.provenance import harness_fingerprint, machine, tool_versions
+from ..decision.questions import load_questions
+from ..evidence.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
 from ..runtime import ANEAgent
 from .golden import GoldenError
 
@@ -145,7 +145,9 @@ def package_records(agent) -> list[dict]:
 
 
 def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int], repeats: int,
-             fixture_questions=None, progress=None) -> dict:
+             fixture_questions=None, progress=None, *, evidence_dir: Path) -> dict:
+    """The validation report of `agent`'s packages against `golden`; `evidence_dir` is the directory the report will
+    be written in (paths in it are recorded relative to it)."""
     questions = fixture_questions if fixture_questions is not None else load_questions()
     golden_by_id = {record["question_id"]: record for record in golden["questions"]}
     missing = [q.id for q in questions if q.id not in golden_by_id]
@@ -174,13 +176,13 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
                     for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},
         "cross_bucket": consistency,
-        "golden": {"path": str(golden_path), "content_sha256": golden["content_sha256"], "source": golden["source"],
+        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"], "source": golden["source"],
                    "fixture": golden["fixture"]},
         "source": agent.checkpoint.hashes,
         "adapter": None if agent.adapter is None else {"name": agent.adapter.name, "sha256": agent.adapter.sha256,
                                                        **agent.adapter.spec.to_json()},
         "packages": package_records(agent),
-        "backend": agent.backend.describe(),
+        "backend": backend_record(agent.backend.describe()),
         "machine": machine(),
         "tools": tool_versions(),
         "harness": harness_fingerprint(),

@@ -1,6 +1,6 @@
-"""Clear decision margins for `builtin:tiny`, so FP16 noise cannot flip a near-tie.
+"""Clear decision margins for `builtin:tiny`, so FP16 noise cannot flip a near-tie: the fit and its measurement.
 
-Random weights give marker scores that differ by little, so some of the 63 fixture questions are near-ties.
+Random weights give marker scores that differ by little, so some of the fixture questions are near-ties.
 The fit below keeps every random weight except the two last linear maps that produce decisions, and gives those
 the minimum-norm correction (a small FP64 quadratic program) that makes, for every fixture question:
 
@@ -10,54 +10,41 @@ the minimum-norm correction (a small FP64 quadratic program) that makes, for eve
   otherwise; see action_targets): corrects `decision_head.action.fc2`;
 - every calibrated option logit within +-FIT_LOGIT_BOUND, so probabilities stay informative.
 
-The winning options stay what the random model picked; gaps already wide enough are left alone. The result is committed as builtin_tiny_fit.json (float32 values, exact in JSON),
-so every machine writes identical bytes without re-running FP32 arithmetic whose last bits depend on the CPU.
-Regenerate with `python -m experiments.ane_engineering.checkpoint.margins` after changing the model or fixtures.
+The winning options stay what the random model picked; gaps already wide enough are left alone. The result is
+committed as checkpoint/builtin_tiny_fit.json (float32 values, exact in JSON), which the builder applies
+(checkpoint/builtin_fit.py) without running the model, so every machine writes identical bytes. The fit and the
+margins it reaches (`decision_margins`, recorded as margins_when_fitted) come from the FP32 reference model, so they
+live here, below the checkpoint stage; tests/test_checkpoint_loading.py re-measures them on every run and holds them
+to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.decision.margins`
+after changing the model or fixtures.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..json_documents import NUMBER, POSITIVE_INTEGER, SHA256, array_of, closed_object, open_object
-from .config import ModelConfig
-from .tensors import HEAD_PREFIX
+from ..checkpoint.builtin_fit import FIT_PATH, FITTED, apply_fit, tensors_digest
+from ..checkpoint.config import ModelConfig
+from ..checkpoint.tensors import HEAD_PREFIX
+from ..checkpoint.tokenizer import build_byte_tokenizer
+from ..model.reference import ReferenceDecisionModel
+from .host import DecisionHost, action_features
+from .questions import encode_question, load_questions
 
-FIT_PATH = Path(__file__).with_name("builtin_tiny_fit.json")
-FIT_SCHEMA = open_object({
-    "base_tensors_sha256": SHA256,
-    "tensors": {"type": "object", "additionalProperties": closed_object({"shape": array_of(POSITIVE_INTEGER, 1),
-                                                                         "values": array_of(NUMBER, 1)})},
-}, {"target_gap": NUMBER, "margins_when_fitted": {"type": "object"}})
+MIN_DECISION_MARGIN = 0.5  # logits: the smallest top-2 gap builtin:tiny must keep (README "Why builtin:tiny ...")
 FIT_TARGET_GAP = 1.0  # twice MIN_DECISION_MARGIN: room for float32 rounding of the fitted weights
 # Calibrated logits are also kept within +-FIT_LOGIT_BOUND, so probabilities are not all saturated at 0 and 1
 # (saturation would hide errors from the probability gates).
 FIT_LOGIT_BOUND = 6.0
-FITTED = (f"{HEAD_PREFIX}scorer.out.weight", f"{HEAD_PREFIX}scorer.out.bias",
-          f"{HEAD_PREFIX}action.fc2.weight", f"{HEAD_PREFIX}action.fc2.bias")
-
-
-def tensors_digest(tensors: dict, exclude: tuple[str, ...] = FITTED) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        if name not in exclude:
-            digest.update(name.encode() + b"\0" + tensors[name].numpy().astype("<f4").tobytes())
-    return digest.hexdigest()
 
 
 def _marker_features(config: ModelConfig, tensors: dict, tokenizer=None):
     """Per fixture question: encoded question and scorer hidden features at its markers, FP64 (n_options, S).
     `tokenizer`: the source's (default: the built-ins' byte-level one)."""
-    from ..decision.questions import encode_question, load_questions
-    from ..model.reference import ReferenceDecisionModel
-    from .tokenizer import build_byte_tokenizer
-
     model = ReferenceDecisionModel(config, tensors).eval()
     tokenizer = tokenizer or build_byte_tokenizer()
     rows = []
@@ -132,8 +119,6 @@ def action_targets(kinds: list[str]) -> np.ndarray:
 
 def fit_action(config: ModelConfig, tensors: dict, features, w: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
     """Correct action.fc2 (W, c) so each question's target action leads every other by >= FIT_TARGET_GAP."""
-    from ..decision.host import action_features
-
     p = f"{HEAD_PREFIX}action."
     fc1_w, fc1_b = tensors[p + "fc1.weight"].double(), tensors[p + "fc1.bias"].double()
     weight, bias = tensors[p + "fc2.weight"].double().numpy(), tensors[p + "fc2.bias"].double().numpy()
@@ -171,29 +156,44 @@ def fit(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
     }
 
 
-def apply_fit(tensors: dict, fitted: dict) -> dict:
-    """Replace the fitted tensors; refuses a fit made for other base weights."""
-    if fitted["base_tensors_sha256"] != tensors_digest(tensors):
-        raise RuntimeError(f"{FIT_PATH.name} was fitted to other base weights; regenerate it with "
-                           "`python -m experiments.ane_engineering.checkpoint.margins`")
-    out = dict(tensors)
-    for name, entry in fitted["tensors"].items():
-        value = torch.tensor(entry["values"], dtype=torch.float32).reshape(entry["shape"])
-        if tuple(value.shape) != tuple(tensors[name].shape):
-            raise RuntimeError(f"{FIT_PATH.name}: tensor '{name}' has shape {entry['shape']}, expected {list(tensors[name].shape)}")
-        out[name] = value
-    return out
+def decision_margins(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
+    """Smallest top-2 gaps over the fixture questions, from the FP32 reference model (and, for tolerances, the
+    largest magnitudes the gaps are differences of). `tokenizer`: the source's (default: the byte-level one)."""
+    model = ReferenceDecisionModel(config, tensors).eval()
+    host = DecisionHost(config.head, tensors)
+    tokenizer = tokenizer or build_byte_tokenizer()
+    gaps = {"min_decision_logit_gap": float("inf"), "min_action_logit_gap": float("inf")}
+    scales = {"max_abs_calibrated_logit": 0.0, "max_abs_action_logit": 0.0, "max_tokens": 0}
+    with torch.no_grad():
+        for question in load_questions():
+            encoded = encode_question(tokenizer, config.head, question)
+            ids = torch.tensor([encoded.input_ids])
+            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]))
+            decision = host.finish(encoded, scores[0, list(encoded.marker_positions)].numpy())
+            temperature = config.head.calibration.temperature[question.kind]
+            logits = np.asarray(decision.option_logits) / temperature
+            if question.kind == "noul":
+                logits = np.append(logits, config.head.calibration.none_logit)
+            actions = np.asarray(decision.action_logits)
+            gaps["min_decision_logit_gap"] = min(gaps["min_decision_logit_gap"], float(np.diff(np.sort(logits)[-2:])[0]))
+            gaps["min_action_logit_gap"] = min(gaps["min_action_logit_gap"], float(np.diff(np.sort(actions)[-2:])[0]))
+            scales["max_abs_calibrated_logit"] = max(scales["max_abs_calibrated_logit"], float(np.abs(logits).max()))
+            scales["max_abs_action_logit"] = max(scales["max_abs_action_logit"], float(np.abs(actions).max()))
+            scales["max_tokens"] = max(scales["max_tokens"], encoded.num_tokens)
+    return {**gaps, "scales": scales}
 
 
 def main() -> None:
-    from .builtin import BUILTINS, BUILTIN_SEED, decision_margins, random_tensors
-    from .config import parse_config
+    from ..checkpoint.builtin import BUILTIN_SEED, BUILTINS, random_tensors
+    from ..checkpoint.config import parse_config
 
     config = parse_config(BUILTINS["tiny"])
     tensors = random_tensors(config, BUILTIN_SEED)
     fitted = fit(config, tensors)
     margins = decision_margins(config, apply_fit(tensors, fitted))
-    fitted["margins_when_fitted"] = margins
+    if min(margins["min_decision_logit_gap"], margins["min_action_logit_gap"]) < MIN_DECISION_MARGIN:
+        raise RuntimeError(f"the fit reaches margins {margins}, below {MIN_DECISION_MARGIN}")
+    fitted["margins_when_fitted"] = {k: margins[k] for k in ("min_decision_logit_gap", "min_action_logit_gap")}
     FIT_PATH.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {FIT_PATH}: {margins}")
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import Checkpoint
-from ..model.encoders import reference_encoder
+from .encoders import reference_encoder
 
 
 class ReferenceEmbedder:
