@@ -88,6 +88,7 @@ def _swapped_heads(tensors, layer: int, a: int, b: int, head_dim: int) -> dict:
 
 def test_the_fp32_bc1s_embedder_passes_and_real_defects_fail(minilm, golden_and_ids):
     golden, ids = golden_and_ids
+    golden, ids = golden[::2], ids[::2]  # half the texts: still thousands of resolved ranking pairs, half the time
     assert all(_gates(golden, _bc1s_embeddings(minilm, ids)).values())
 
     wrong_eps = replace(minilm, config=replace(minilm.config, encoder=replace(minilm.config.encoder, layer_norm_eps=1e-3)))

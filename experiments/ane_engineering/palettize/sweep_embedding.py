@@ -37,7 +37,7 @@ def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
         f"{sweep.fig('gate', 'rank_tie_band')}). Source: `{evidence_name}` (harness "
         f"`{sweep.value('harness', 'sha256')[:12]}`).",
         "",
-        "| candidate | bits | mode | group | size (MB) | vs FP16 | texts | min cosine | 1 - min cosine | max abs err "
+        "| candidate | bits | mode | group | size (MB) | vs FP16 | texts | min cosine | max cosine distance | max abs err "
         "| max similarity err | resolved pairs swapped | top-1 neighbour | gates |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]

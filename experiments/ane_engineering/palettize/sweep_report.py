@@ -9,7 +9,7 @@ from ..figures import Document
 
 def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
     """The sweep table; every figure printed through `sweep.fig` (a ledger's Evidence records each one)."""
-    if sweep.value("task") == "embeddings":
+    if sweep.data.get("task") == "embeddings":  # sweeps of body packages before embeddings existed have no task
         from . import sweep_embedding
 
         return sweep_embedding.markdown_table(sweep, evidence_name)
