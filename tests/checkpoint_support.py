@@ -99,3 +99,20 @@ def randomize_transformers_model(model, seed: int, dense_std: float | None = Non
                 parameter.copy_(noise)
             else:
                 parameter.copy_((1.5 / parameter.shape[1] ** 0.5 if dense_std is None else dense_std) * noise)
+
+
+def assert_margins_match_the_fit(config, measured: dict, recorded: dict) -> None:
+    """Re-measured decision margins (decision.margins.decision_margins) equal the ones recorded when the fit was made
+    (on another machine) within the FP32 cross-machine tolerance (tolerances.py; a gap is the difference of two
+    values, each within the tolerance at its scale)."""
+    from experiments.ane_engineering import tolerances
+
+    scales = measured["scales"]
+    shape = tolerances.decision_model_rounding(config, scales["max_tokens"])
+    allowed = {
+        "min_decision_logit_gap": 2 * tolerances.fp32_cross_machine_abs(scales["max_abs_calibrated_logit"], **shape),
+        "min_action_logit_gap": 2 * tolerances.fp32_cross_machine_abs(
+            scales["max_abs_action_logit"], shape["depth"] + tolerances.ACTION_HEAD_STAGES, shape["contraction"]),
+    }
+    for name, tolerance in allowed.items():
+        assert abs(measured[name] - recorded[name]) <= tolerance, (name, measured[name], recorded[name], tolerance)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from checkpoint_support import assert_margins_match_the_fit
 from experiments.ane_engineering import encode, gates, probe
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering import tolerances
 from experiments.ane_engineering.decision.margins import MIN_DECISION_MARGIN, decision_margins
 from experiments.ane_engineering.cli import run_main
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
@@ -88,16 +88,7 @@ def test_minilm_decision_source_has_the_real_encoder_and_clear_margins(minilm, m
     assert min(measured["min_decision_logit_gap"], measured["min_action_logit_gap"]) >= MIN_DECISION_MARGIN, measured
     fit = json.loads((Path(__file__).resolve().parent.parent / "experiments" / "ane_engineering" / "checkpoint"
                       / "minilm_decision_fit.json").read_text(encoding="utf-8"))
-    # equal to the margins recorded when the fit was made, within the FP32 cross-machine tolerance (as builtin:tiny's)
-    scales = measured["scales"]
-    shape = tolerances.decision_model_rounding(minilm_decision.config, scales["max_tokens"])
-    allowed = {
-        "min_decision_logit_gap": 2 * tolerances.fp32_cross_machine_abs(scales["max_abs_calibrated_logit"], **shape),
-        "min_action_logit_gap": 2 * tolerances.fp32_cross_machine_abs(
-            scales["max_abs_action_logit"], shape["depth"] + tolerances.ACTION_HEAD_STAGES, shape["contraction"]),
-    }
-    for name, tolerance in allowed.items():
-        assert abs(measured[name] - fit["margins_when_fitted"][name]) <= tolerance, (name, measured[name], tolerance)
+    assert_margins_match_the_fit(minilm_decision.config, measured, fit["margins_when_fitted"])  # as builtin:tiny's
 
 
 def test_minilm_decision_body_layout_check(minilm_decision):
