@@ -120,3 +120,10 @@ def test_benchmark_times_an_embedding_package(minilm_packages, tmp_path):
     result = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
     assert result["task"] == "embeddings" and result["component"]["timing"]["n"] == 2
     assert result["full_path"]["tokens"] <= 96 and result["cost_model"]
+
+
+def test_the_mlx_baseline_refuses_a_bert_encoder(minilm_decision):
+    from experiments.ane_engineering.baselines.mlx_decision import BaselineInputError, MLXDecisionBaseline
+
+    with pytest.raises(BaselineInputError, match="implements the ModernBERT encoder"):
+        MLXDecisionBaseline(minilm_decision)
