@@ -82,3 +82,37 @@ def write_random_checkpoint(directory: Path, raw: dict | None = None, seed: int 
                             bias_scale: float = 1.0) -> Path:
     raw = small_config() if raw is None else raw
     return write_checkpoint(directory, raw, checkpoint_tensors(raw, seed, bias_scale), tokenizer)
+
+
+def randomize_transformers_model(model, seed: int, dense_std: float | None = None) -> None:
+    """Non-trivial weights for a transformers model: dense N(0, dense_std^2) (default 1.5^2 / fan_in), embeddings
+    N(0, 1), norm weights 1 + N(0, 0.1^2), biases N(0, 0.1^2)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if "norm" in name.lower() and name.endswith("weight"):
+                parameter.copy_(1.0 + 0.1 * noise)
+            elif name.endswith("bias"):
+                parameter.copy_(0.1 * noise)
+            elif "embeddings" in name:
+                parameter.copy_(noise)
+            else:
+                parameter.copy_((1.5 / parameter.shape[1] ** 0.5 if dense_std is None else dense_std) * noise)
+
+
+def assert_margins_match_the_fit(config, measured: dict, recorded: dict) -> None:
+    """Re-measured decision margins (decision.margins.decision_margins) equal the ones recorded when the fit was made
+    (on another machine) within the FP32 cross-machine tolerance (tolerances.py; a gap is the difference of two
+    values, each within the tolerance at its scale)."""
+    from experiments.ane_engineering import tolerances
+
+    scales = measured["scales"]
+    shape = tolerances.decision_model_rounding(config, scales["max_tokens"])
+    allowed = {
+        "min_decision_logit_gap": 2 * tolerances.fp32_cross_machine_abs(scales["max_abs_calibrated_logit"], **shape),
+        "min_action_logit_gap": 2 * tolerances.fp32_cross_machine_abs(
+            scales["max_abs_action_logit"], shape["depth"] + tolerances.ACTION_HEAD_STAGES, shape["contraction"]),
+    }
+    for name, tolerance in allowed.items():
+        assert abs(measured[name] - recorded[name]) <= tolerance, (name, measured[name], recorded[name], tolerance)

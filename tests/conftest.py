@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from checkpoint_support import write_random_checkpoint
+from minilm_fixtures import minilm, minilm_packages  # noqa: F401  (real MiniLM weights and their packages)
 from package_fixtures import tiny_packages  # noqa: F401  (session fixture of exported packages)
 from experiments.ane_engineering.checkpoint import load_checkpoint
 

@@ -13,9 +13,9 @@ import time
 import pytest
 import torch
 
-from checkpoint_support import checkpoint_tensors, config_variant, small_config, write_checkpoint
+from checkpoint_support import (assert_margins_match_the_fit, checkpoint_tensors, config_variant, small_config,
+                                write_checkpoint)
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
-from experiments.ane_engineering import tolerances
 from experiments.ane_engineering.checkpoint.builtin import BUILTINS, UnknownSourceError, build_builtin
 from experiments.ane_engineering.decision.margins import MIN_DECISION_MARGIN, decision_margins
 from experiments.ane_engineering.checkpoint.config import parse_config
@@ -185,7 +185,7 @@ ENCODER_FIELD_ERRORS = [
     (dict(norm_eps=0.0), r"'norm_eps' must be a positive"),
     (dict(norm_eps="1e-5"), r"'norm_eps' must be a number"),
     (dict(pad_token_id=260), r"'pad_token_id' 260 is outside the vocabulary"),
-    (dict(model_type="bert"), r"'model_type' must be 'modernbert'"),
+    (dict(model_type="roberta"), r"'model_type' must be 'modernbert' or 'bert', got 'roberta'"),
     (dict(local_attention=True), r"'local_attention' must be an integer, got bool"),
 ]
 
@@ -376,15 +376,7 @@ def test_builtin_tiny_decision_margins(tiny):
     measured = decision_margins(tiny.config, tiny.tensors)
     assert min(measured["min_decision_logit_gap"], measured["min_action_logit_gap"]) >= MIN_DECISION_MARGIN, measured
     recorded = json.loads((tiny.directory / "builtin.json").read_text(encoding="utf-8"))["margins_when_fitted"]
-    scales = measured["scales"]
-    shape = tolerances.decision_model_rounding(tiny.config, scales["max_tokens"])
-    allowed = {
-        "min_decision_logit_gap": 2 * tolerances.fp32_cross_machine_abs(scales["max_abs_calibrated_logit"], **shape),
-        "min_action_logit_gap": 2 * tolerances.fp32_cross_machine_abs(
-            scales["max_abs_action_logit"], shape["depth"] + tolerances.ACTION_HEAD_STAGES, shape["contraction"]),
-    }
-    for name, tolerance in allowed.items():
-        assert abs(measured[name] - recorded[name]) <= tolerance, (name, measured[name], recorded[name], tolerance)
+    assert_margins_match_the_fit(tiny.config, measured, recorded)
 
 
 def test_mmbert_base_shape_config_has_mmbert_dimensions():

@@ -106,6 +106,9 @@ def test_planted_outlier_is_flagged(tiny):
     assert hazard["norm"]["variance"]["verdict_valid"] == "overflow"
     assert hazard["norm"]["variance_verdict"] == "overflow" and hazard["verdict"] == "overflow"
     assert sites["final_norm.input"]["norm"]["variance_verdict"] == "overflow"
+    # the planted channel is named: the residual's top channel and its only outlier channel
+    assert residual["channels"]["top"][0]["channel"] == channel and residual["channels"]["outliers"] == [channel]
+    assert report["groups"]["encoder.residual"]["outlier_channels"][str(channel)] >= 1
     # earlier layers are untouched and stay ok: the analysis localises the outlier
     untouched = [e for n, e in sites.items() if n.startswith(("encoder.0.", "encoder.1.", "embedding"))]
     assert untouched and all(e["verdict"] == "ok" for e in untouched)

@@ -15,7 +15,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "experiments" / "ane_engineer
 STAGES = ("checkpoint", "model", "package", "placement", "run", "validation", "evidence")
 STAGE_OF_PACKAGE = {"checkpoint": "checkpoint", "model": "model", "bc1s": "model", "export": "package",
                     "palettize": "package", "placement": "placement", "execute": "run", "runtime": "run",
-                    "decision": "run", "validation": "validation", "evidence": "evidence",
+                    "decision": "run", "embedding": "run", "validation": "validation", "evidence": "evidence",
                     "benchmarking": "evidence", "baselines": "evidence"}
 # Imported by every stage; they import no stage themselves (checked below).
 SHARED = {"errors", "buckets", "gates", "tolerances", "torch_threads", "figures", "reference_run", "json_documents",
@@ -32,6 +32,9 @@ UPWARD = {  # (module, imported module): why it still points up the pipeline
     ("palettize.sweep_run", "runtime"): "the sweep validates every candidate it palettizes",
     ("palettize.sweep_run", "validation.gate_run"): "the sweep validates every candidate it palettizes",
     ("palettize.sweep_run", "validation.golden"): "the sweep validates every candidate it palettizes",
+    ("palettize.sweep_run", "embedding.agent"): "the sweep validates every candidate it palettizes",
+    ("palettize.sweep_run", "validation.embedding_golden"): "the sweep validates every candidate it palettizes",
+    ("palettize.sweep_run", "validation.embedding_run"): "the sweep validates every candidate it palettizes",
     ("evidence.fp16_range", "cli"): "the FP16 range evidence is written with the commands' atomic_file",
 }
 

@@ -16,6 +16,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 from safetensors import safe_open  # noqa: E402
 
+from checkpoint_support import randomize_transformers_model  # noqa: E402
+
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint  # noqa: E402
 from experiments.ane_engineering.checkpoint.config import parse_config  # noqa: E402
 from experiments.ane_engineering.encode import main as encode_main  # noqa: E402
@@ -45,18 +47,7 @@ def _hf_config(every, local, global_theta, local_theta, layers, **extra):
 
 def _randomize(model, seed: int) -> None:
     """Non-trivial weights: linears N(0, 0.2), embeddings N(0, 1), norm weights 1 + noise, biases N(0, 0.1)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator)
-            if "norm" in name and name.endswith("weight"):
-                parameter.copy_(1.0 + 0.1 * noise)
-            elif name.endswith("bias"):
-                parameter.copy_(0.1 * noise)
-            elif "embeddings" in name:
-                parameter.copy_(noise)
-            else:
-                parameter.copy_(0.2 * noise)
+    randomize_transformers_model(model, seed, dense_std=0.2)
 
 
 def _build(model_class, case: str, seed: int = 0):

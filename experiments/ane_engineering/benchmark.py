@@ -1,4 +1,4 @@
-"""`python -m experiments.ane_engineering.benchmark`: time a body package as the reference run did.
+"""`python -m experiments.ane_engineering.benchmark`: time a body (or embedding) package as the reference run did.
 
 Load and compile are timed apart from warm calls. The body alone (synthetic embeddings; component timing) and the
 full predict path through the ANEAgent (tokenization to formatted output) are timed separately, each with p50,
@@ -6,7 +6,8 @@ p95, min, max and every raw timing. `--long` uses a real ~1,024-token fixture in
 candidates interleaved call by call in one process and reports the per-pair ratio distribution. The evidence file
 records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
 model's latency floor beside the measurement. Timings are of whatever backend ran: the `mil` backend is a numpy
-reference executor, not the Neural Engine.
+reference executor, not the Neural Engine. An embedding-kind package is timed the same way: the graph alone on
+synthetic inputs, and the full path from text to unit embedding (benchmarking/embedding_run.py).
 """
 
 from __future__ import annotations
@@ -54,7 +55,14 @@ def main(argv=None) -> int:
     checkpoint = load_checkpoint(args.source)
     print(f"[benchmark] {args.package} L{args.length} ({'long input' if args.long else 'fixture input'})"
           + (f" vs {args.vs}" if args.vs else ""), file=sys.stderr, flush=True)
-    result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
+    if read_manifest(args.package)["kind"] == "embedding":
+        from .benchmarking.embedding_run import benchmark_embedding
+
+        if args.long or args.vs:
+            raise UsageError("--long and --vs are for body packages")
+        result = benchmark_embedding(checkpoint, args.package, args.backend, overrides, overrides)
+    else:
+        result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
     result["backend"] = backend_record(result["backend"])
     result["cost_model"] = cost_floor(args.package, args.output.parent)
     with atomic_file(args.output) as temporary:

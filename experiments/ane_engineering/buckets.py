@@ -19,6 +19,12 @@ MASK_BIAS = -1.0e4
 INACTIVE_LOGIT = -1.0e4
 
 
+def buckets_within(max_positions: int, lengths: tuple[int, ...] = BUCKET_LENGTHS) -> tuple[int, ...]:
+    """The buckets a source can run: a model with absolute positions (BERT: max_position_embeddings) has no bucket
+    longer than its position table."""
+    return tuple(length for length in lengths if length <= max_positions)
+
+
 def smallest_bucket(num_tokens: int, available: tuple[int, ...] = BUCKET_LENGTHS) -> int | None:
     """The smallest available bucket that holds `num_tokens`, or None when none does (never truncate)."""
     fitting = [length for length in sorted(available) if length >= num_tokens]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .buckets import BUCKET_LENGTHS, smallest_bucket
+from .buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .checkpoint import load_checkpoint
 from .cli import UsageError, add_source_argument, atomic_file, run_main
 from .export.staging import check_output
@@ -101,18 +101,18 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
     n = len(input_ids)
     with torch.no_grad():
         if backend == "reference":
-            from .model.reference import ReferenceEncoder
+            from .model.encoders import reference_encoder
 
-            model = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval()
+            model = reference_encoder(checkpoint.config, checkpoint.tensors).eval()
             ids = torch.tensor([input_ids])
             return model(model.embed(ids), torch.ones_like(ids, dtype=torch.bool))[0].numpy()
         if backend == "bc1s":
-            from .bc1s.models import BC1SEncoder
+            from .bc1s.models import bc1s_encoder
 
-            length = length or smallest_bucket(n)
+            length = length or smallest_bucket(n, buckets_within(enc.max_position_embeddings))
             if length is None or n > length:
                 raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are never truncated")
-            model = BC1SEncoder(checkpoint.config, checkpoint.tensors, length).eval()
+            model = bc1s_encoder(checkpoint.config, checkpoint.tensors, length).eval()
             inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
             return model(**inputs)[0, :, 0, :n].T.contiguous().numpy()  # (n, C)
     raise UsageError(f"unknown backend {backend!r}; choose from {BACKENDS}")

@@ -1,7 +1,10 @@
 """`python -m experiments.ane_engineering.golden`: FP32 golden outputs of the reference model over the fixture.
 
-Stores per question the raw option logits, calibrated probabilities, action logits and probabilities, decisions
-and token usage, with the fixture hash and the source weights hash. Refuses an existing output.
+`--task decisions` (the default for a source with a decision head) stores per question the raw option logits,
+calibrated probabilities, action logits and probabilities, decisions and token usage. `--task embeddings` (the
+default for an encoder-only source) stores per text (question texts and fixtures/sentences.json) the mean-pooled,
+L2-normalised FP32 sentence embedding, for validating embedding-kind packages. Both record the fixture hash and
+the source hashes. Refuses an existing output.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .checkpoint import load_checkpoint
-from .cli import add_source_argument, atomic_file, run_main
+from .cli import UsageError, add_source_argument, atomic_file, run_main
 from .decision.questions import FIXTURE_PATH, load_questions
 from .export.staging import check_output
 from .validation.golden import make_golden
@@ -24,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.golden", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
+    parser.add_argument("--task", choices=("decisions", "embeddings"),
+                        help="decisions (needs a decision head) or sentence embeddings (default: decisions if the "
+                             "source has a decision head, else embeddings)")
     parser.add_argument("--fixture", type=Path, default=FIXTURE_PATH, help="question fixture (default: the committed one)")
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) merged into the weights first: the "
                                                      "golden for validating a package run with that adapter")
@@ -35,6 +41,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     check_output(args.output, [args.adapter])
     checkpoint = load_checkpoint(args.source)
+    task = args.task or ("decisions" if checkpoint.config.head is not None else "embeddings")
+    if task == "embeddings":
+        return write_embedding_golden(checkpoint, args)
     if args.adapter is not None:
         from .decision.adapter import load_adapter, merge
 
@@ -46,6 +55,21 @@ def main(argv=None) -> int:
         temporary.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.output}: {len(golden['questions'])} questions from {checkpoint.source} "
           f"(weights {checkpoint.weights_sha256[:12]}...)")
+    return 0
+
+
+def write_embedding_golden(checkpoint, args) -> int:
+    from .embedding.texts import load_texts
+    from .validation.embedding_golden import make_embedding_golden
+
+    if args.adapter is not None or args.fixture != FIXTURE_PATH:
+        raise UsageError("--task embeddings takes neither --adapter nor --fixture (its texts are the committed ones)")
+    with tqdm(total=len(load_texts()), desc="golden embeddings (FP32 reference)", unit="text", file=sys.stderr) as bar:
+        golden = make_embedding_golden(checkpoint, progress=lambda _: bar.update())
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}: {len(golden['embeddings'])} embeddings ({len(golden['texts']['skipped'])} texts "
+          f"skipped) from {checkpoint.source} (weights {checkpoint.weights_sha256[:12]}...)")
     return 0
 
 

@@ -67,6 +67,8 @@ def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body
     expected = {"embeddings": [1, hidden, 1, length], "global_mask": [1, length, 1, length]}
     if kind == "body":
         expected.update(type_vectors=[1, hidden, 1, length], marker_selector=[1, length, 1, MARKER_SLOTS])
+    if kind == "embedding":
+        expected["pooling"] = [1, length, 1, 1]
     if "sliding_attention" in checkpoint.config.encoder.layer_types:
         expected["local_mask"] = [1, length, 1, length]
     if manifest.get("lora"):
@@ -89,10 +91,9 @@ def verified_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "bod
         yield manifest, copy
 
 
-def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int,
-                        num_options: int) -> None:
-    """Refuse device inputs that the graph would silently misread: shapes, finiteness, mask values, empty rows,
-    and a selector that is not one-hot on valid positions."""
+def check_shapes_and_masks(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int) -> None:
+    """Refuse inputs of the wrong names or shapes, non-finite values, and masks the graph would silently misread:
+    values other than 0 and -1e4, a query with no visible key, a visible padding key."""
     if set(inputs) != set(expected_shapes):
         raise RequestError(f"device inputs {sorted(inputs)} do not match the package's {sorted(expected_shapes)}")
     for name, shape in expected_shapes.items():
@@ -111,6 +112,12 @@ def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str
             raise RequestError(f"{name}: query {int(empty[0])} has no valid key")
         if (mask[num_tokens:, :] == 0.0).any():
             raise RequestError(f"{name}: a padding key is visible")
+
+
+def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int,
+                        num_options: int) -> None:
+    """check_shapes_and_masks, and a selector that is one-hot on valid positions."""
+    check_shapes_and_masks(inputs, expected_shapes, num_tokens)
     selector = inputs["marker_selector"][0, :, 0, :]  # (L, M)
     if not np.isin(selector, (0.0, 1.0)).all():
         raise RequestError("marker_selector must be one-hot (0/1)")
@@ -122,35 +129,60 @@ def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str
         raise RequestError("marker_selector points at a padding position")
 
 
-class ANEAgent:
+def load_packages(agent, packages: list[Path], checkpoint: Checkpoint, backend: str | None, kind: str) -> None:
+    """Verify every package (one per bucket) before loading any, then load each into its own backend instance;
+    sets agent.backends, manifests, load_seconds, compile_seconds (by length), lengths and backend."""
+    from .execute.backends import choose_backend
+
+    if not packages:
+        raise PackageError(f"{type(agent).__name__} needs at least one package")
+    manifests = {}
+    for package_dir in packages:  # check every manifest before reading any package
+        manifest = verify_manifest(package_dir, checkpoint, kind)
+        if manifest["length"] in manifests:
+            raise PackageError(f"two packages for bucket length {manifest['length']}")
+        manifests[manifest["length"]] = (Path(package_dir), manifest)
+    agent.backends, agent.manifests, agent.load_seconds, agent.compile_seconds = {}, {}, {}, {}
+    with ExitStack() as copies:  # verified private copies live until every backend has loaded its own
+        verified = {length: copies.enter_context(verified_copy(package_dir, manifest))
+                    for length, (package_dir, manifest) in manifests.items()}
+        for length, (package_dir, manifest) in sorted(manifests.items()):
+            runner = choose_backend(backend)  # one backend instance per loaded package
+            loaded = runner.load(verified[length])
+            agent.backends[length], agent.manifests[length] = runner, manifest
+            agent.load_seconds[length], agent.compile_seconds[length] = loaded.load_seconds, loaded.compile_seconds
+    agent.lengths = tuple(sorted(agent.backends))
+    agent.backend = agent.backends[agent.lengths[0]]
+
+
+class PackageAgent:
+    """What every agent does with its loaded packages (load_packages): pick a bucket, read its input contract."""
+
+    def bucket_for(self, num_tokens: int, length: int | None = None) -> int:
+        if length is not None:
+            if length not in self.backends:
+                raise RequestError(f"no package for bucket length {length}; loaded: {self.lengths}")
+            if num_tokens > length:
+                raise RequestError(f"{num_tokens} tokens do not fit bucket {length}; inputs are never truncated")
+            return length
+        for candidate in self.lengths:
+            if num_tokens <= candidate:
+                return candidate
+        raise RequestError(f"{num_tokens} tokens exceed the largest bucket ({self.lengths[-1]}); inputs are never truncated")
+
+    def expected_shapes(self, length: int) -> dict[str, tuple]:
+        return {c["name"]: tuple(c["shape"]) for c in self.manifests[length]["io"]["inputs"]}
+
+
+class ANEAgent(PackageAgent):
     """Runs decision requests on exported body packages (several buckets: the smallest that fits is used)."""
 
     def __init__(self, packages: list[Path], checkpoint: Checkpoint, backend: str | None = None, adapter=None):
-        from .execute.backends import choose_backend
-
         checkpoint.require_head("the ANEAgent")
         self.checkpoint = checkpoint
         self.tokenizer = checkpoint.require_tokenizer("the ANEAgent")
         self.host = DecisionHost(checkpoint.config.head, checkpoint.tensors)
-        if not packages:
-            raise PackageError("the ANEAgent needs at least one package")
-        manifests = {}
-        for package_dir in packages:  # check every manifest before reading any package
-            manifest = verify_manifest(package_dir, checkpoint)
-            if manifest["length"] in manifests:
-                raise PackageError(f"two packages for bucket length {manifest['length']}")
-            manifests[manifest["length"]] = (Path(package_dir), manifest)
-        self.backends, self.manifests, self.load_seconds, self.compile_seconds = {}, {}, {}, {}
-        with ExitStack() as copies:  # verified private copies live until every backend has loaded its own
-            verified = {length: copies.enter_context(verified_copy(package_dir, manifest))
-                        for length, (package_dir, manifest) in manifests.items()}
-            for length, (package_dir, manifest) in sorted(manifests.items()):
-                runner = choose_backend(backend)  # one backend instance per loaded package
-                loaded = runner.load(verified[length])
-                self.backends[length], self.manifests[length] = runner, manifest
-                self.load_seconds[length], self.compile_seconds[length] = loaded.load_seconds, loaded.compile_seconds
-        self.lengths = tuple(sorted(self.backends))
-        self.backend = self.backends[self.lengths[0]]
+        load_packages(self, packages, checkpoint, backend, "body")
         specs = {json.dumps(m.get("lora"), sort_keys=True) for m in self.manifests.values()}
         if len(specs) > 1:
             raise PackageError("packages disagree on their LoRA inputs; load buckets exported with the same --lora-* flags")
@@ -191,18 +223,6 @@ class ANEAgent:
         except QuestionError as error:
             raise RequestError(str(error)) from error
 
-    def bucket_for(self, num_tokens: int, length: int | None = None) -> int:
-        if length is not None:
-            if length not in self.backends:
-                raise RequestError(f"no package for bucket length {length}; loaded: {self.lengths}")
-            if num_tokens > length:
-                raise RequestError(f"{num_tokens} tokens do not fit bucket {length}; inputs are never truncated")
-            return length
-        for candidate in self.lengths:
-            if num_tokens <= candidate:
-                return candidate
-        raise RequestError(f"{num_tokens} tokens exceed the largest bucket ({self.lengths[-1]}); inputs are never truncated")
-
     def device_inputs(self, input_ids, token_types, marker_positions, length: int) -> dict[str, np.ndarray]:
         if len(marker_positions) > MARKER_SLOTS:
             raise RequestError(f"{len(marker_positions)} options exceed the {MARKER_SLOTS} marker slots")
@@ -213,9 +233,6 @@ class ANEAgent:
             raise RequestError(str(error)) from error
         inputs.update(self._adapter_inputs)  # LoRA packages: the current adapter, as inputs (no recompilation)
         return inputs
-
-    def expected_shapes(self, length: int) -> dict[str, tuple]:
-        return {c["name"]: tuple(c["shape"]) for c in self.manifests[length]["io"]["inputs"]}
 
     def run_device(self, inputs: dict[str, np.ndarray], length: int, num_tokens: int, num_options: int) -> np.ndarray:
         """One backend call on checked inputs; returns FP32 slot logits with inactive slots at INACTIVE_LOGIT."""

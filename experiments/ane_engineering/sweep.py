@@ -1,8 +1,8 @@
 """`python -m experiments.ane_engineering.sweep`: a palettization grid (bits x mode x group size) under the gates.
 
-Every candidate is palettized from `--package` and validated against the golden file exactly like `validate`;
-writes DIR/sweep.json (evidence), DIR/sweep.md (table), DIR/sweep.png (package size against the largest
-calibrated-probability and logit errors, with the 0.02 gate drawn) and DIR/candidates/* (packages and validation
+Every candidate is palettized from `--package` and validated against the golden file exactly like `validate`
+(decision gates for a body package, embedding gates for an embedding package); writes DIR/sweep.json (evidence),
+DIR/sweep.md (table), DIR/sweep.png (package size against the largest errors, with the gate drawn) and DIR/candidates/* (packages and validation
 reports). Candidates run in parallel processes (--jobs). Refuses an existing DIR; builds atomically.
 """
 
@@ -34,7 +34,7 @@ def _ints(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--package", required=True, type=Path, help="the FP16 body export to palettize")
+    parser.add_argument("--package", required=True, type=Path, help="the FP16 body or embedding export to palettize")
     add_source_argument(parser)
     parser.add_argument("--golden", type=Path, help="golden file (default: the committed builtin:tiny one)")
     parser.add_argument("--bits", default="8,6,4", help="comma-separated bit widths (default 8,6,4)")
@@ -60,6 +60,10 @@ def main(argv=None) -> int:
         raise UsageError("--jobs must be >= 1")
     if args.repeats < 0:
         raise UsageError("--repeats must be >= 0")
+    from .export.manifest import read_manifest
+
+    if read_manifest(args.package)["kind"] == "embedding" and args.golden is None:
+        raise UsageError("--golden is required for an embedding package (make one with: golden --task embeddings)")
     golden = golden_path_for(args.source, args.golden)
     with staged_directory(args.output, [args.package, args.golden]) as staging:
         sweep = run_sweep(args.package.resolve(), staging, args.source, golden.resolve(), bits, modes, group_sizes,

@@ -1,9 +1,12 @@
-"""`python -m experiments.ane_engineering.validate`: apply the gates to exported body packages.
+"""`python -m experiments.ane_engineering.validate`: apply the gates to exported body or embedding packages.
 
 Every evaluated argmax (decision and action) must match the FP32 golden outputs; calibrated and action probability
 errors must be <= 0.02; all outputs finite; token usage unchanged; N repeated calls give identical public outputs.
 Option-logit and action-logit errors are reported too. Questions too long for a bucket are listed as skipped and
 unvalidated. With several packages, each bucket is validated and decisions must agree across buckets.
+Embedding-kind packages are judged by the embedding gates instead (gates.py: per-text cosine and max abs error
+against FP32 golden embeddings, similarity ranking of the texts unchanged, repeated calls identical); their golden
+file comes from `golden --task embeddings`.
 On failure the JSON says `passed: false` with the reasons and the exit status is 1 (2: refused to run).
 """
 
@@ -28,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.validate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", action="append", required=True, type=Path,
-                        help="probe output directory of a body package (repeat for several buckets)")
+                        help="probe output directory of a body or embedding package (repeat for several buckets)")
     parser.add_argument("--length", type=int, action="append",
                         help="bucket(s) to validate (default: every package's length); each must have a package")
     add_source_argument(parser)
@@ -51,6 +54,11 @@ def main(argv=None) -> int:
     check_output(args.output, [*args.package, args.golden, args.adapter])
     if args.repeats < 0:
         raise UsageError("--repeats must be >= 0")
+    kinds = {read_package_kind(package) for package in args.package}
+    if kinds == {"embedding"}:
+        return validate_embedding_packages(args)
+    if "embedding" in kinds:
+        raise UsageError("validate takes either body packages or embedding packages, not both at once")
     checkpoint = load_checkpoint(args.source)
     golden_path = golden_path_for(args.source, args.golden, args.adapter)
     reference = checkpoint
@@ -74,6 +82,50 @@ def main(argv=None) -> int:
         print(f"L{length}: {summary['passed_questions']}/{summary['evaluated']} passed, {len(summary['skipped'])} "
               f"skipped (unvalidated), max calibrated error {summary['max_calibrated_error']}, max option-logit "
               f"error {summary['max_option_logit_error']}, repeats identical: {summary['repeats']['identical']}")
+    print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))
+    return 0 if report["passed"] else 1
+
+
+def read_package_kind(package: Path) -> str | None:
+    """The kind a package's manifest declares, or None when it cannot be read (the body path then refuses it in its
+    own order: the golden file first, then each package)."""
+    from .export.manifest import ManifestError, read_manifest
+
+    try:
+        return read_manifest(package).get("kind")
+    except (ManifestError, OSError):
+        return None
+
+
+def validate_embedding_packages(args) -> int:
+    from .embedding.agent import EmbeddingAgent
+    from .validation.embedding_golden import load_embedding_golden
+    from .validation.embedding_run import validate_embeddings
+
+    if args.golden is None:
+        raise UsageError("--golden is required for embedding packages (make one with: golden --task embeddings)")
+    if args.adapter is not None:
+        raise UsageError("embedding packages take no LoRA adapter")
+    checkpoint = load_checkpoint(args.source)
+    golden = load_embedding_golden(args.golden, checkpoint)
+    agent = EmbeddingAgent(args.package, checkpoint, args.backend)
+    lengths = sorted(set(args.length or agent.lengths))
+    for length in lengths:
+        if length not in agent.lengths:
+            raise UsageError(f"--length {length} has no package; packages cover {agent.lengths}")
+    total = (len(golden["embeddings"]) + args.repeats) * len(lengths)
+    with tqdm(total=total, desc=f"validate embeddings ({agent.backend.describe().get('backend')})", unit="call",
+              file=sys.stderr) as bar:
+        report = validate_embeddings(agent, golden, args.golden, lengths, args.repeats, progress=bar.update,
+                                     evidence_dir=args.output.parent)
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    for length, summary in report["summary"].items():
+        ranking = summary["ranking"] or {}
+        print(f"L{length}: {summary['passed_texts']}/{summary['evaluated']} texts passed, {len(summary['skipped'])} "
+              f"skipped (unvalidated), min cosine {summary['min_cosine']}, max abs error {summary['max_abs_error']}, "
+              f"resolved ranking pairs swapped {ranking.get('resolved_pairs_swapped')} of {ranking.get('resolved_pairs')}, "
+              f"repeats identical: {summary['repeats']['identical']}")
     print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))
     return 0 if report["passed"] else 1
 

@@ -46,6 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..checkpoint.bert_config import is_bert
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..errors import HarnessError
 from ..model.rope import inverse_frequencies
@@ -79,8 +80,11 @@ class MLXDecisionBaseline:
     """The decision-model body in MLX, FP16 weights and activations; see the module docstring for scope."""
 
     def __init__(self, checkpoint, compiled: bool = False):
-        mx = _mx()
         checkpoint.require_head("the MLX decision baseline")
+        if is_bert(checkpoint.config):
+            raise BaselineInputError("the MLX decision baseline implements the ModernBERT encoder; "
+                                     f"{checkpoint.source} is a BERT-family encoder")
+        mx = _mx()
         self.mx = mx
         self.compiled = bool(compiled)
         self.config = checkpoint.config

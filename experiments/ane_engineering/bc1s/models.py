@@ -17,10 +17,12 @@ import torch
 from torch import nn
 
 from ..buckets import MARKER_SLOTS
+from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
 from .attention import SingleHeadAttention
+from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
@@ -45,7 +47,9 @@ class RopeTables:
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeTables | None = None) -> BC1SLayer:
+                  ropes: RopeTables | None = None) -> nn.Module:
+    if is_bert(config):
+        return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
     ropes = ropes or RopeTables(length)
     prefix = f"layers.{index}"
@@ -129,6 +133,17 @@ class BC1SEncoder(nn.Module):
         return self.encode(bind_inputs(self.input_names(), args, kwargs))  # (1, C, 1, L)
 
 
+def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeTables | None = None,
+                 lora: LoraSpec | None = None, lora_layers: int | None = None) -> nn.Module:
+    """The BC1S encoder of the family config.json names: ModernBERT (BC1SEncoder) or BERT (bert.py)."""
+    if not is_bert(config):
+        return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers)
+    if lora is not None:
+        raise ModelInputError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); this "
+                              "checkpoint is a BERT encoder")
+    return BC1SBertEncoder(config, tensors, length)
+
+
 class BC1SBody(nn.Module):
     """The whole on-device part: encoder, token types, decision-head layers, scorer, one-hot marker read-out.
     With a LoraSpec, every transformer layer (encoder layers, then head layers) takes adapter inputs."""
@@ -141,7 +156,7 @@ class BC1SBody(nn.Module):
             raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
         ropes = RopeTables(length)
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
-        self.encoder = BC1SEncoder(config, tensors, length, ropes, lora, total_layers)
+        self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers)
         self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
@@ -175,12 +190,14 @@ class BC1SBody(nn.Module):
 
 
 class BC1SMLPBlock(nn.Module):
-    """One encoder layer's FFN sub-block with its norm and residual: x + ffn(mlp_norm(x))."""
+    """One encoder layer's FFN sub-block with its norm and residual: x + ffn(mlp_norm(x)) (pre-LN, ModernBERT) or
+    mlp_norm(x + ffn(x)) (post-LN, BERT)."""
 
     def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0):
         super().__init__()
         layer = encoder_layer(config, tensors, index, length)
         self.mlp_norm, self.mlp = layer.mlp_norm, layer.mlp
+        self.post_norm = is_bert(config)
         self.hidden, self.length = config.encoder.hidden_size, length
 
     def input_names(self) -> list[str]:
@@ -188,6 +205,8 @@ class BC1SMLPBlock(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
+        if self.post_norm:
+            return self.mlp_norm(hidden_states + self.mlp(hidden_states))  # (1, C, 1, L)
         return hidden_states + self.mlp(self.mlp_norm(hidden_states))  # (1, C, 1, L)
 
 

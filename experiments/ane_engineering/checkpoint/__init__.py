@@ -7,6 +7,7 @@ weights and config, computed once here and carried into everything later stages 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .config import ConfigError, ModelConfig, parse_config
 from .files import (TOKENIZER_FILE, read_config_json, read_shapes, read_tensors, sha256_file, weight_files,
                     weights_sha256, CONFIG_FILE)
 from .source import DEFAULT_SOURCE, SOURCE_HELP, resolve_source
-from .tensors import CheckpointError, canonicalize_names, require_host_memory
+from .tensors import CheckpointError, canonicalize_names, ignored_tensors, require_host_memory
 from .tokenizer import load_tokenizer
 
 # Checkpoint.hashes as recorded in manifests, goldens and evidence (a json_documents schema fragment).
@@ -40,6 +41,16 @@ class Checkpoint:
     weights_sha256: str
     config_sha256: str
     tokenizer_sha256: str | None
+    ignored: dict[str, str] = field(default_factory=dict)  # stored tensors not part of the model -> why
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per reason for ignored tensors, naming them."""
+        by_reason: dict[str, list[str]] = {}
+        for name, reason in sorted(self.ignored.items()):
+            by_reason.setdefault(reason, []).append(name)
+        return [f"{self.source}: ignored {len(names)} tensor(s) {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+                f": {reason}" for reason, names in by_reason.items()]
 
     @property
     def hashes(self) -> dict:
@@ -64,7 +75,8 @@ def load_checkpoint_dir(directory: Path, source: str | None = None) -> Checkpoin
     config = parse_config(raw, str(directory / CONFIG_FILE))
     require_host_memory(config, str(directory / CONFIG_FILE))
     files = weight_files(directory)
-    mapping = canonicalize_names(read_shapes(files), config)
+    shapes = read_shapes(files)
+    mapping = canonicalize_names(shapes, config)
     tensors = read_tensors(files, mapping)
     tokenizer_path = directory / TOKENIZER_FILE
     tokenizer = load_tokenizer(tokenizer_path) if tokenizer_path.is_file() else None
@@ -72,9 +84,14 @@ def load_checkpoint_dir(directory: Path, source: str | None = None) -> Checkpoin
         source=source or str(directory), directory=directory, config=config, raw_config=raw, tensors=tensors,
         tokenizer=tokenizer, weights_sha256=weights_sha256(files), config_sha256=sha256_file(directory / CONFIG_FILE),
         tokenizer_sha256=sha256_file(tokenizer_path) if tokenizer is not None else None,
+        ignored=ignored_tensors(shapes, config),
     )
 
 
 def load_checkpoint(spec: str = DEFAULT_SOURCE) -> Checkpoint:
-    """Load any --source value: local directory, 'laya-multilingual[@commit]', or 'builtin:<name>'."""
-    return load_checkpoint_dir(resolve_source(spec), source=spec)
+    """Load any --source value: local directory, named source, or 'builtin:<name>'. Notes about ignored tensors
+    go to stderr, once per load."""
+    checkpoint = load_checkpoint_dir(resolve_source(spec), source=spec)
+    for note in checkpoint.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return checkpoint

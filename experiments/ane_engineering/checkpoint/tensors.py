@@ -1,8 +1,9 @@
-"""The tensor layout of a checkpoint: ModernBERT names exactly as transformers saves them, plus the decision head.
+"""The tensor layout of a checkpoint: encoder names exactly as transformers saves them, plus the decision head.
 
-Encoder tensors may carry the `model.` prefix of masked-LM checkpoints; then the masked-LM head tensors
-(`head.*`, `decoder.*`) are expected too and ignored. Decision-head tensors live under `decision_head.`.
-Anything missing, unexpected or of the wrong shape is refused by name.
+ModernBERT encoder tensors may carry the `model.` prefix of masked-LM checkpoints; then the masked-LM head tensors
+(`head.*`, `decoder.*`) are expected too and ignored. BERT-family encoders have their own names, prefix and ignored
+tensors (bert_tensors.py). Decision-head tensors live under `decision_head.`. Anything missing, unexpected or of
+the wrong shape is refused by name; every ignored tensor is listed with the reason (`ignored_tensors`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 
 from ..errors import HarnessError
 from ..limits import FLOAT32_BYTES, physical_memory_bytes
+from .bert_config import is_bert
+from .bert_tensors import BERT_PREFIX, bert_ignored, expected_bert_tensors
 from .config import ConfigError, ModelConfig
 
 HEAD_PREFIX = "decision_head."
@@ -40,6 +43,8 @@ def _dense(names: dict, prefix: str, out: int, inp: int, with_bias: bool) -> Non
 
 
 def expected_encoder_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    if is_bert(config):
+        return expected_bert_tensors(config.encoder)
     enc = config.encoder
     c, i = enc.hidden_size, enc.intermediate_size
     names: dict[str, tuple[int, ...]] = {"embeddings.tok_embeddings.weight": (enc.vocab_size, c)}
@@ -82,6 +87,21 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {**expected_encoder_tensors(config), **expected_head_tensors(config)}
 
 
+def _prefix(config: ModelConfig) -> str:
+    return BERT_PREFIX if is_bert(config) else MLM_PREFIX
+
+
+def ignored_tensors(stored, config: ModelConfig) -> dict[str, str]:
+    """{stored name: why it is ignored} for the tensors a checkpoint carries beside the model (heads, buffers)."""
+    prefixed = any(name.startswith(_prefix(config)) for name in stored)
+    if is_bert(config):
+        reasons = {name: bert_ignored(name, prefixed) for name in stored}
+    else:
+        reasons = {name: "masked-LM head (not part of the encoder)" if prefixed and name in MLM_HEAD_TENSORS
+                   else None for name in stored}
+    return {name: reason for name, reason in reasons.items() if reason is not None}
+
+
 def require_host_memory(config: ModelConfig, where: str = "config.json") -> int:
     """The parameter count of `config`, refused before any tensor exists if its float32 weights (the form the harness
     holds them in) exceed this machine's physical memory (limits.py). The count walks the tensor names, which the
@@ -101,18 +121,20 @@ def canonicalize_names(stored: dict[str, tuple[int, ...]], config: ModelConfig) 
     """
     expected = expected_tensors(config)
     encoder_names = expected_encoder_tensors(config)
-    prefixed = any(name.startswith(MLM_PREFIX) for name in stored)
+    prefix = _prefix(config)
+    prefixed = any(name.startswith(prefix) for name in stored)
+    ignored = ignored_tensors(stored, config)
     mapping: dict[str, str] = {}
     unexpected = []
     for name in stored:
         canonical = name
-        if prefixed and name.startswith(MLM_PREFIX):
-            canonical = name[len(MLM_PREFIX):]
+        if name in ignored:
+            continue  # not part of the model (see ignored_tensors)
+        if prefixed and name.startswith(prefix):
+            canonical = name[len(prefix):]
             if canonical not in encoder_names:
                 unexpected.append(name)
                 continue
-        elif prefixed and name in MLM_HEAD_TENSORS:
-            continue  # masked-LM head: not part of the decision model
         elif canonical in encoder_names and prefixed:
             unexpected.append(name)  # a mix of prefixed and bare encoder names is ambiguous
             continue

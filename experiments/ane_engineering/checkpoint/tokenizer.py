@@ -45,11 +45,18 @@ def build_byte_tokenizer() -> Tokenizer:
 
 
 def load_tokenizer(path: Path) -> Tokenizer:
-    """Load `tokenizer.json` with the tokenizers library (JSON only; never a pickled tokenizer)."""
+    """Load `tokenizer.json` with the tokenizers library (JSON only; never a pickled tokenizer).
+
+    A tokenizer.json may carry padding and truncation settings (all-MiniLM-L6-v2's pads and truncates every
+    encoding to 128 tokens). Both are switched off: inputs are never truncated here, and padding to a bucket is the
+    host's job (decision/device_inputs.py), with a mask the tokenizer knows nothing about."""
     try:
-        return Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files
         raise CheckpointError(f"{path}: not a valid tokenizer.json ({error})") from error
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def special_token_texts(tokenizer: Tokenizer) -> list[str]:

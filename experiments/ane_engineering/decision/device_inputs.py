@@ -1,7 +1,7 @@
 """What the host prepares for the one device call: fixed-shape (B, C, 1, S) inputs for one bucket length.
 
 The embedding table (256,000 x 768 for mmBERT) stays on the host; only the rows of the request's tokens are
-looked up. Padding columns get the pad token's row (their values never reach a valid token: keys at padding are
+looked up (for BERT: word, token-type and position rows, summed on the host). Padding columns get the pad token's row (their values never reach a valid token: keys at padding are
 masked). Masks are finite additive biases in the score layout [0, key, 0, query] (see model/masks.py).
 """
 
@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..buckets import MARKER_SLOTS
+from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..errors import HarnessError
@@ -33,6 +34,18 @@ def _masks(length: int, num_tokens: int, window_radius: int | None) -> tuple[np.
     return global_mask, local_mask
 
 
+def embedding_rows(config: ModelConfig, tensors: dict, ids: torch.Tensor) -> torch.Tensor:
+    """(L, C) embedding rows of the (L,) padded ids: ModernBERT's token rows, or BERT's word + token-type (0) +
+    absolute position rows, summed in transformers' order. Only the rows needed are read from the tables."""
+    if not is_bert(config):
+        return tensors["embeddings.tok_embeddings.weight"][ids]  # (L, C)
+    length, positions = ids.shape[0], config.encoder.max_position_embeddings
+    if length > positions:
+        raise DeviceInputError(f"bucket {length} exceeds the {positions} absolute positions of this BERT encoder")
+    rows = tensors["embeddings.word_embeddings.weight"][ids] + tensors["embeddings.token_type_embeddings.weight"][0]  # (L, C)
+    return rows + tensors["embeddings.position_embeddings.weight"][:length]  # (L, C)
+
+
 def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tuple[int, ...], length: int) -> dict[str, np.ndarray]:
     """embeddings (1, C, 1, L), global_mask (1, L, 1, L) and, with sliding layers, local_mask (1, L, 1, L)."""
     enc = config.encoder
@@ -46,7 +59,7 @@ def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tu
         raise DeviceInputError(f"token id(s) {bad[:5]} outside the vocabulary of {enc.vocab_size}")
     ids = torch.full((length,), enc.pad_token_id, dtype=torch.long)
     ids[:n] = torch.tensor(list(input_ids), dtype=torch.long)
-    rows = tensors["embeddings.tok_embeddings.weight"][ids]  # (L, C): only the needed rows
+    rows = embedding_rows(config, tensors, ids)  # (L, C): only the needed rows
     has_local = "sliding_attention" in enc.layer_types
     global_mask, local_mask = _masks(length, n, enc.window_radius if has_local else None)
     out = {
@@ -81,4 +94,13 @@ def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, mark
         selector[0, position, 0, slot] = 1.0
     out["type_vectors"] = types.T.reshape(1, -1, 1, length).numpy().astype(np.float32)  # (1, C, 1, L)
     out["marker_selector"] = selector
+    return out
+
+
+def embedding_inputs(config: ModelConfig, tensors: dict, input_ids, length: int) -> dict[str, np.ndarray]:
+    """encoder_inputs plus the mean-pooling weights (1, L, 1, 1): 1/n at the n valid columns, exact 0 at padding."""
+    out = encoder_inputs(config, tensors, input_ids, length)
+    pooling = np.zeros((1, length, 1, 1), dtype=np.float32)  # (1, L, 1, 1)
+    pooling[0, :len(input_ids), 0, 0] = 1.0 / len(input_ids)
+    out["pooling"] = pooling
     return out

@@ -42,10 +42,11 @@ FIT_TARGET_GAP = 1.0  # twice MIN_DECISION_MARGIN: room for float32 rounding of 
 FIT_LOGIT_BOUND = 6.0
 
 
-def _marker_features(config: ModelConfig, tensors: dict):
-    """Per fixture question: encoded question and scorer hidden features at its markers, FP64 (n_options, S)."""
+def _marker_features(config: ModelConfig, tensors: dict, tokenizer=None):
+    """Per fixture question: encoded question and scorer hidden features at its markers, FP64 (n_options, S).
+    `tokenizer`: the source's (default: the built-ins' byte-level one)."""
     model = ReferenceDecisionModel(config, tensors).eval()
-    tokenizer = build_byte_tokenizer()
+    tokenizer = tokenizer or build_byte_tokenizer()
     rows = []
     with torch.no_grad():
         for question in load_questions():
@@ -142,8 +143,8 @@ def fit_action(config: ModelConfig, tensors: dict, features, w: np.ndarray, b: f
     return weight + delta[:, :-1], bias + delta[:, -1]
 
 
-def fit(config: ModelConfig, tensors: dict) -> dict:
-    features = _marker_features(config, tensors)
+def fit(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
+    features = _marker_features(config, tensors, tokenizer)
     w, b = fit_scorer(config, tensors, features)
     weight, bias = fit_action(config, tensors, features, w, b)
     values = {FITTED[0]: w[None, :], FITTED[1]: np.array([b]), FITTED[2]: weight, FITTED[3]: bias}
@@ -155,12 +156,12 @@ def fit(config: ModelConfig, tensors: dict) -> dict:
     }
 
 
-def decision_margins(config: ModelConfig, tensors: dict) -> dict:
+def decision_margins(config: ModelConfig, tensors: dict, tokenizer=None) -> dict:
     """Smallest top-2 gaps over the fixture questions, from the FP32 reference model (and, for tolerances, the
-    largest magnitudes the gaps are differences of)."""
+    largest magnitudes the gaps are differences of). `tokenizer`: the source's (default: the byte-level one)."""
     model = ReferenceDecisionModel(config, tensors).eval()
     host = DecisionHost(config.head, tensors)
-    tokenizer = build_byte_tokenizer()
+    tokenizer = tokenizer or build_byte_tokenizer()
     gaps = {"min_decision_logit_gap": float("inf"), "min_action_logit_gap": float("inf")}
     scales = {"max_abs_calibrated_logit": 0.0, "max_abs_action_logit": 0.0, "max_tokens": 0}
     with torch.no_grad():

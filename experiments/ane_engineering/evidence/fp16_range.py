@@ -59,10 +59,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..bc1s.bert import BertBC1SLayer
 from ..bc1s.ffn import GeGLUConv
 from ..bc1s.models import BC1SBody
 from ..bc1s.norm import ChannelLayerNorm
-from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, smallest_bucket
+from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
+from ..checkpoint.bert_config import is_bert
 from ..decision.device_inputs import body_inputs
 from ..decision.questions import Question, encode_question, fixture_sha256, load_questions
 from ..figures import Document
@@ -75,6 +77,13 @@ VISIBLE_FLOOR = MASK_BIAS + 20.0  # a visible score below this is as suppressed 
 MASK_SPREAD_LIMIT = -MASK_BIAS - FP16_EXP_UNDERFLOW  # 9982.67: masked - visible max must stay below this
 SCORE_CLAMP = MASK_SPREAD_LIMIT / 2.0  # scores in [-b, b] give spread <= 2b
 VERDICT_ORDER = ("ok", "near", "overflow")
+# Outlier channels: a channel whose largest |value| over valid tokens is at least OUTLIER_RATIO times the median
+# channel's. LLM.int8() (Dettmers et al., 2022, arXiv:2208.07339) calls hidden-state features of magnitude >= 6
+# outliers in models whose typical magnitude is about 1; the ratio to the median makes that criterion scale-free.
+# Reported, not a verdict: FP16 headroom is judged by magnitude alone.
+OUTLIER_RATIO = 6.0
+OUTLIER_TOP = 3  # channels listed per site, largest first
+FP16_MIN_NORMAL = 2.0 ** -14  # 6.1e-5: below this FP16 values are subnormal (fewer significant bits)
 
 
 def verdict_for(max_abs: float, limit: float = FP16_MAX) -> str:
@@ -148,6 +157,8 @@ class _Site:
     spread_valid: float = -math.inf
     spread_all: float = -math.inf
     where_spread: dict | None = None
+    channels: torch.Tensor | None = None  # (C,) largest |value| per channel over valid tokens (channel-layout sites)
+    min_variance: float = math.inf  # norm inputs: smallest per-token variance over valid tokens
 
 
 class RangeRecorder:
@@ -171,7 +182,18 @@ class RangeRecorder:
     def activation(self, name: str, *tensors: torch.Tensor, axis: int = 3) -> None:
         """One site made of one or more tensors (e.g. both RoPE halves), all with the token axis `axis`."""
         pairs = [column_max_abs(tensor, self.valid, axis) for tensor in tensors]
-        self._site(name, "activation").values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
+        site = self._site(name, "activation")
+        site.values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
+        if axis == 3 and len(tensors) == 1:
+            self._channels(site, tensors[0])
+
+    def _channels(self, site: "_Site", tensor: torch.Tensor) -> None:
+        """Running per-channel max |value| over valid token columns of a (1, C, 1, L) tensor (NaN counts as inf)."""
+        if tensor.dim() != 4 or not bool(self.valid.any()):
+            return
+        per_channel = tensor.detach()[..., self.valid].abs().amax(dim=(0, 2, 3)).double()  # (C,)
+        per_channel = torch.nan_to_num(per_channel, nan=math.inf)
+        site.channels = per_channel if site.channels is None else torch.maximum(site.channels, per_channel)
 
     def logits(self, name: str, tensor: torch.Tensor) -> None:
         valid, every = column_max_abs(tensor, self.active_slots, 3)
@@ -182,10 +204,13 @@ class RangeRecorder:
         valid, every = column_max_abs(x, self.valid, 3)
         site.values.update(valid, every, self.where)
         everything = torch.ones_like(self.valid)
+        self._channels(site, x)
         for key, per_column in norm_stats(x).items():
             per_column = torch.where(torch.isfinite(per_column), per_column, torch.full_like(per_column, math.inf))
             site.extra.setdefault(key, _Max()).update(_masked_max(per_column, self.valid),
                                                      _masked_max(per_column, everything), self.where)
+            if key == "variance" and bool(self.valid.any()):
+                site.min_variance = min(site.min_variance, float(per_column[self.valid].min()))
 
     def _read_max_abs(self, s: torch.Tensor, read: torch.Tensor) -> tuple[float, float]:
         """(max |s| over read entries, over all entries) of a (Lk, Lq) score-layout tensor."""
@@ -274,13 +299,16 @@ def instrument(body: BC1SBody, recorder: RangeRecorder) -> list:
     if len(body.head_layers):
         on_input(body.head_layers[0], "head_input", recorder.activation)  # encoder output + type vectors
     for prefix, layer in layers:
-        norm(layer.attn_norm, f"{prefix}.attn_norm")  # nn.Identity in encoder layer 0: nothing to record
         attn = layer.attn
         attn.observer = _attention_observer(recorder, prefix)
         handles.append(_Detach(attn))
         on_output(attn, f"{prefix}.attn.out", recorder.activation)
-        # mlp_norm's input is the residual stream after attention: x + attn(attn_norm(x), mask)
-        on_input(layer.mlp_norm, f"{prefix}.attn_residual", recorder.activation)
+        norm(layer.attn_norm, f"{prefix}.attn_norm")  # nn.Identity in ModernBERT's encoder layer 0: nothing recorded
+        if isinstance(layer, BertBC1SLayer):  # post-LN: each norm's input is the residual sum before it
+            on_input(layer.attn_norm, f"{prefix}.attn_residual", recorder.activation)
+            on_input(layer.mlp_norm, f"{prefix}.mlp_residual", recorder.activation)
+        else:  # pre-LN: mlp_norm's input is the residual stream after attention, x + attn(attn_norm(x), mask)
+            on_input(layer.mlp_norm, f"{prefix}.attn_residual", recorder.activation)
         norm(layer.mlp_norm, f"{prefix}.mlp_norm")
         mlp = layer.mlp
         on_output(mlp.input, f"{prefix}.mlp.input", recorder.activation)
@@ -289,10 +317,11 @@ def instrument(body: BC1SBody, recorder: RangeRecorder) -> list:
                 lambda m, args, out, prefix=prefix, approx=mlp.approximate:
                 recorder.activation(f"{prefix}.mlp.gelu", F.gelu(out, approximate=approx))))
             on_output(mlp.gate, f"{prefix}.mlp.gate", recorder.activation)
-        on_input(mlp.output, f"{prefix}.mlp.product", recorder.activation)  # gelu(input) * gate, or relu(input)
+        on_input(mlp.output, f"{prefix}.mlp.product", recorder.activation)  # gelu(input) * gate, relu or gelu(input)
         on_output(mlp.output, f"{prefix}.mlp.out", recorder.activation)
         on_output(layer, f"{prefix}.residual", recorder.activation)
-    norm(enc.final_norm, "final_norm")
+    if hasattr(enc, "final_norm"):  # BERT has none: every layer ends in a norm
+        norm(enc.final_norm, "final_norm")
     norm(body.scorer_norm, "scorer.norm")
     on_output(body.scorer_proj, "scorer.proj", recorder.activation)  # before the ReLU
     on_input(body.scorer_out, "scorer.hidden", recorder.activation)  # after the ReLU
@@ -332,6 +361,8 @@ def _site_entry(name: str, site: _Site) -> dict:
              "verdict_valid": verdict_valid, "verdict_all": verdict_all,
              "argmax_valid": values.where_valid, "argmax_all": values.where_all}
     verdicts = [verdict_valid, verdict_all]
+    if site.channels is not None:
+        entry["channels"] = channel_entry(site.channels)
     if site.kind == "norm_input":
         norm = {}
         for key in ("variance", "max_sq_dev", "sum_sq_dev"):
@@ -340,6 +371,7 @@ def _site_entry(name: str, site: _Site) -> dict:
                          "headroom_valid": headroom(m.valid), "headroom_all": headroom(m.all),
                          "verdict_valid": verdict_for(m.valid), "verdict_all": verdict_for(m.all),
                          "argmax_valid": m.where_valid}
+        norm["min_variance_valid"] = _finite(site.min_variance)
         norm["max_abs_dev_valid"] = _finite(math.sqrt(site.extra["max_sq_dev"].valid))
         norm["max_abs_dev_all"] = _finite(math.sqrt(site.extra["max_sq_dev"].all))
         variance_verdict = worst(*(norm[k][f"verdict_{c}"] for k in ("variance", "max_sq_dev")
@@ -371,6 +403,18 @@ def _site_entry(name: str, site: _Site) -> dict:
     return entry
 
 
+def channel_entry(channels: torch.Tensor) -> dict:
+    """The largest channels of a site and its outlier channels (max |value| >= OUTLIER_RATIO x the median channel's)."""
+    values = channels.numpy()
+    order = np.argsort(-values, kind="stable")
+    median = float(np.median(values))
+    outliers = [int(c) for c in order if median > 0 and values[c] >= OUTLIER_RATIO * median]
+    return {"median_channel_max_abs": _finite(median),
+            "top": [{"channel": int(c), "max_abs": _finite(float(values[c]))} for c in order[:OUTLIER_TOP]],
+            "top_to_median": _finite(float(values[order[0]]) / median) if median > 0 else None,
+            "outliers": outliers[:16], "outlier_count": len(outliers)}
+
+
 def _summaries(sites: dict, key: str) -> dict:
     """Per layer (key='layer') or per site group (key='group'): the largest max |value| and the worst verdict."""
     out: dict[str, dict] = {}
@@ -379,6 +423,13 @@ def _summaries(sites: dict, key: str) -> dict:
                                              "site_all": None, "verdict": "ok", "sites": 0})
         bucket["sites"] += 1
         bucket["verdict"] = worst(bucket["verdict"], entry["verdict"])
+        if "channels" in entry:
+            ratio = entry["channels"]["top_to_median"]
+            if ratio is not None and ratio > bucket.get("max_top_to_median", 0.0):
+                bucket["max_top_to_median"] = ratio
+            counts = bucket.setdefault("outlier_channels", {})
+            for channel in entry["channels"]["outliers"]:
+                counts[str(channel)] = counts.get(str(channel), 0) + 1  # in how many of the group's sites
         for c in ("valid", "all"):
             value = entry[f"max_abs_{c}"]
             value = math.inf if value is None else value
@@ -392,6 +443,8 @@ def _summaries(sites: dict, key: str) -> dict:
             dev = entry["norm"]["max_abs_dev_valid"]
             var, dev = math.inf if var is None else var, math.inf if dev is None else dev
             bucket["max_variance_valid"] = max(bucket.get("max_variance_valid", 0.0), var)
+            low = entry["norm"]["min_variance_valid"]
+            bucket["min_variance_valid"] = min(bucket.get("min_variance_valid", math.inf), math.inf if low is None else low)
             bucket["max_abs_dev_valid"] = max(bucket.get("max_abs_dev_valid", 0.0), dev)
     for bucket in out.values():
         for c in ("valid", "all"):
@@ -466,7 +519,8 @@ def plan_questions(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question]
     checkpoint.require_head("the FP16 range analysis")
     tokenizer = checkpoint.require_tokenizer("the FP16 range analysis")
     questions = load_questions() if questions is None else questions
-    lengths = tuple(sorted(int(x) for x in lengths))
+    # a model with absolute positions (BERT) has no bucket beyond its position table
+    lengths = buckets_within(checkpoint.config.encoder.max_position_embeddings, tuple(sorted(int(x) for x in lengths)))
     by_bucket: dict[int, list] = {length: [] for length in lengths}
     skipped = []
     for question in questions:
@@ -561,10 +615,23 @@ SUMMARY_GROUPS = ("embeddings", "embedding_norm", "encoder.attn_norm", "encoder.
                   "encoder.mlp.product", "encoder.mlp.out", "encoder.residual", "final_norm", "head_input",
                   "head.attn.scores", "head.attn.out", "head.mlp.input", "head.mlp.product", "head.mlp.out",
                   "head.residual", "scorer.proj", "scorer.scores", "option_logits")
+# A post-LN (BERT) encoder: the residual sums entering each norm are where the largest values live; their groups
+# carry the norm's variance verdict.
+SUMMARY_GROUPS_POST_LN = ("embedding_norm.input", "embedding_norm", "encoder.attn.q", "encoder.attn.k",
+                          "encoder.attn.v", "encoder.attn.scores", "encoder.attn.heads", "encoder.attn.out",
+                          "encoder.attn_norm.input", "encoder.attn_norm", "encoder.mlp.input", "encoder.mlp.product",
+                          "encoder.mlp.out", "encoder.mlp_norm.input", "encoder.residual", "head_input",
+                          "head.attn.scores",
+                          "head.attn.out", "head.mlp.input", "head.mlp.product", "head.mlp.out", "head.residual",
+                          "scorer.proj", "scorer.scores", "option_logits")
 
 
 def expectation(source: str, report: dict) -> str:
     clamps = report["needs_clamp"]
+    if source == "builtin:minilm-decision":
+        outcome = "no clamp needed" if not clamps else f"clamp needed at {clamps}"
+        return ("the encoder carries the trained all-MiniLM-L6-v2 weights (only the decision head is random), so "
+                f"these are real-weight ranges: measured -> {outcome}; outlier channels per site are listed.")
     if source.startswith("builtin:"):
         outcome = "no clamp needed" if not clamps else f"{len(clamps)} site(s) need a clamp"
         return (f"{source} has random scaled-normal weights built to keep activations O(1) (checkpoint/builtin.py "
@@ -595,7 +662,9 @@ def range_evidence(checkpoint, lengths=BUCKET_LENGTHS, limits: dict[int, int] | 
         "expectation": expectation(checkpoint.source, report),
         "summary": {
             "verdict": report["verdict"], "needs_clamp": report["needs_clamp"], "clamp": report["clamp"],
-            "groups": {name: report["groups"][name] for name in SUMMARY_GROUPS if name in report["groups"]},
+            "groups": {name: report["groups"][name] for name in
+                       (SUMMARY_GROUPS_POST_LN if is_bert(checkpoint.config) else SUMMARY_GROUPS)
+                       if name in report["groups"]},
         },
         "report": report,
         "timing": {"load_seconds": None if load_seconds is None else round(load_seconds, 3),

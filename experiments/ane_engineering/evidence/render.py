@@ -350,6 +350,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         lines += ["## The reproduce chain on `builtin:tiny`", "",
                   f"The README's main command, run once with its evidence committed under `{evidence_dir}/{REPRODUCE_DIR}/`.",
                   "", ("\n" + body).replace("\n## ", "\n### ").lstrip("\n")]
+    from .render_real_weights import section_real_weights  # benchmarks/evidence/real-weights-minilm, when present
+
+    lines += section_real_weights(ledger, root, reproduce_root, root / "fp16_range_mmbert_base_shape.json")
     text, figures = ledger.finish("\n".join(lines).rstrip() + "\n")
     return Rendered(text, figures)
 

@@ -1,7 +1,8 @@
 """What each probe kind exports: the torch module, its example inputs and its I/O contract.
 
 BC1S kinds (fixed shapes, FP16 I/O): `mlp` and `layer` (one block), `encoder` (embedding norm through final norm;
-works for encoder-only checkpoints), `body` (the whole on-device part). `baseline` is the original B x L x C model
+works for encoder-only checkpoints), `embedding` (the encoder, mean pooling and L2 normalisation: a sentence
+embedder, bc1s/embedding.py), `body` (the whole on-device part). `baseline` is the original B x L x C model
 exported the usual way (token ids in, embedding gather, SDPA, enumerated sequence lengths), kept to show why it is
 a poor ANE target.
 """
@@ -16,14 +17,16 @@ import torch
 from torch import nn
 
 from ..bc1s.lora import LoraSpec
-from ..bc1s.models import BC1SBody, BC1SEncoder, BC1SLayerBlock, BC1SMLPBlock
+from ..bc1s.embedding import BC1SSentenceEmbedder
+from ..bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
+from ..checkpoint.bert_config import is_bert
 from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
 from ..limits import MAX_DIMENSION
 
-KINDS = ("mlp", "layer", "encoder", "body", "baseline")
-BC1S_KINDS = ("mlp", "layer", "encoder", "body")
+KINDS = ("mlp", "layer", "encoder", "embedding", "body", "baseline")
+BC1S_KINDS = ("mlp", "layer", "encoder", "embedding", "body")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ def _bc1s_contract(name: str, c: int, length: int) -> TensorContract:
                          (1, c, 1, length)),
         "marker_selector": (f"(1, L, 1, {MARKER_SLOTS}) one-hot: [0, position, 0, slot] = 1 reads that token's score",
                             (1, length, 1, MARKER_SLOTS)),
+        "pooling": ("(1, L, 1, 1) mean-pooling weights: 1/n at the n valid token columns, 0 at padding",
+                    (1, length, 1, 1)),
     }
     meaning, shape = meanings[name]
     return TensorContract(name, shape, "float16", meaning)
@@ -96,9 +101,14 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
     if length > MAX_DIMENSION:
         raise ExportSpecError(f"--length {length} exceeds {MAX_DIMENSION}, the largest tensor dimension Core ML loads")
     if length > config.encoder.max_position_embeddings:
-        raise ExportSpecError(f"--length {length} exceeds max_position_embeddings {config.encoder.max_position_embeddings}")
+        raise ExportSpecError(f"--length {length}: {checkpoint.source} takes at most {config.encoder.max_position_embeddings} "
+                              f"tokens (max_position_embeddings), so it has no bucket of {length}; export a length "
+                              f"<= {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
         raise ExportSpecError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
+    if lora is not None and is_bert(config):
+        raise ExportSpecError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); "
+                              f"{checkpoint.source} is a BERT encoder")
     if kind == "mlp":
         module = BC1SMLPBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) x + ffn(mlp_norm(x))")
@@ -106,9 +116,13 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
         module = BC1SLayerBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) output of the layer")
     elif kind == "encoder":
-        module = BC1SEncoder(config, tensors, length, lora=lora)
+        module = bc1s_encoder(config, tensors, length, lora=lora)
         out = TensorContract("hidden_states", (1, c, 1, length), "float16",
                              "(1, C, 1, L) final-norm hidden states; padding columns are meaningless")
+    elif kind == "embedding":
+        module = BC1SSentenceEmbedder(config, tensors, length)
+        out = TensorContract("sentence_embedding", (1, c, 1, 1), "float16",
+                             "(1, C, 1, 1) mean-pooled, L2-normalised final hidden states of the valid tokens")
     elif kind == "body":
         checkpoint.require_head("kind 'body'")
         module = BC1SBody(config, tensors, length, lora=lora)
@@ -130,13 +144,14 @@ class BaselineDecision(nn.Module):
 
     def __init__(self, checkpoint: Checkpoint):
         super().__init__()
-        from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
+        from ..model.encoders import reference_encoder
+        from ..model.reference import ReferenceDecisionModel
 
         self.has_head = checkpoint.config.head is not None
         if self.has_head:
             self.model = ReferenceDecisionModel(checkpoint.config, checkpoint.tensors).eval()
         else:
-            self.model = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval()
+            self.model = reference_encoder(checkpoint.config, checkpoint.tensors).eval()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         valid = attention_mask > 0  # (1, L)

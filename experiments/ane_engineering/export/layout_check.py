@@ -12,10 +12,12 @@ import torch
 
 from .. import tolerances
 from ..checkpoint import Checkpoint
-from ..decision.device_inputs import body_inputs, encoder_inputs
+from ..decision.device_inputs import body_inputs, embedding_inputs, encoder_inputs
 from ..errors import HarnessError
 from ..model.masks import additive_bc1s
-from ..model.reference import ReferenceDecisionModel, ReferenceEncoder
+from ..checkpoint.bert_config import is_bert
+from ..model.encoders import reference_encoder
+from ..model.reference import ReferenceDecisionModel
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others
@@ -42,14 +44,18 @@ def _valid(length: int) -> tuple[int, torch.Tensor]:
 
 def _block_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int) -> dict:
     length, c = spec.length, checkpoint.config.encoder.hidden_size
-    reference = ReferenceEncoder(checkpoint.config, checkpoint.tensors).eval().layers[layer_index]
+    reference = reference_encoder(checkpoint.config, checkpoint.tensors).eval().layers[layer_index]
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(1, c, 1, length, generator=generator)  # (1, C, 1, L)
     n, valid = _valid(length)
     with torch.no_grad():
         if spec.kind == "mlp":
             ours = spec.module(x)
-            theirs = _to_blc(x) + reference.mlp(reference.mlp_norm(_to_blc(x)))
+            if is_bert(checkpoint.config):  # post-LN: LayerNorm(x + W2 gelu(W1 x))
+                theirs = reference.output_norm(_to_blc(x) + reference.output(torch.nn.functional.gelu(
+                    reference.intermediate(_to_blc(x)))))
+            else:
+                theirs = _to_blc(x) + reference.mlp(reference.mlp_norm(_to_blc(x)))
         else:
             layer_type = checkpoint.config.encoder.layer_types[layer_index]
             window = checkpoint.config.encoder.window_radius if layer_type == "sliding_attention" else None
@@ -76,7 +82,7 @@ def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
     n, valid = _valid(length)
     ids = torch.randint(0, config.encoder.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
     merged, extra = _adapter_inputs(checkpoint, spec)
-    reference = ReferenceEncoder(config, merged.tensors).eval()
+    reference = reference_encoder(config, merged.tensors).eval()
     inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(config, checkpoint.tensors, ids[0].tolist(), length).items()}
     inputs.update(extra)
     with torch.no_grad():
@@ -84,6 +90,20 @@ def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
         theirs = reference(reference.embed(ids), torch.ones(1, n, dtype=torch.bool))[0]
     return {"inputs": f"{n} random token ids in a bucket of {length}", "max_abs": (ours - theirs).abs().max().item(),
             "tolerance": tolerances.BC1S_ENCODER_ABS}
+
+
+def _embedding_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
+    from ..model.sentence_embedder import ReferenceEmbedder
+
+    config, length = checkpoint.config, spec.length
+    n, _ = _valid(length)
+    ids = torch.randint(0, config.encoder.vocab_size, (n,), generator=torch.Generator().manual_seed(0)).tolist()
+    inputs = {k: torch.from_numpy(v) for k, v in embedding_inputs(config, checkpoint.tensors, ids, length).items()}
+    with torch.no_grad():
+        ours = spec.module(**inputs).reshape(-1).numpy()  # (C,)
+    theirs, _ = ReferenceEmbedder(checkpoint).embed(ids)
+    return {"inputs": f"{n} random token ids in a bucket of {length} (pooled, normalised embedding)",
+            "max_abs": float(np.abs(ours - theirs).max()), "tolerance": tolerances.BC1S_EMBEDDING_ABS}
 
 
 def _body_check(checkpoint: Checkpoint, module, length: int, spec: ExportSpec | None = None) -> dict:
@@ -121,15 +141,17 @@ def layout_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int = 0)
         result = _block_check(checkpoint, spec, layer_index)
     elif spec.kind == "encoder":
         result = _encoder_check(checkpoint, spec)
+    elif spec.kind == "embedding":
+        result = _embedding_check(checkpoint, spec)
     elif spec.kind == "body":
         result = _body_check(checkpoint, spec.module, spec.length, spec)
     else:  # baseline: check the BC1S model this baseline stands beside
-        from ..bc1s.models import BC1SBody, BC1SEncoder
+        from ..bc1s.models import BC1SBody, bc1s_encoder
 
         if checkpoint.config.head is not None:
             result = _body_check(checkpoint, BC1SBody(checkpoint.config, checkpoint.tensors, spec.length).eval(), spec.length)
         else:
-            encoder = BC1SEncoder(checkpoint.config, checkpoint.tensors, spec.length).eval()
+            encoder = bc1s_encoder(checkpoint.config, checkpoint.tensors, spec.length).eval()
             result = _encoder_check(checkpoint, ExportSpec("encoder", spec.length, encoder, [], []))
         result["note"] = "baseline kind: the BC1S counterpart at this length against the reference"
     result["compared"] = f"BC1S {spec.kind} (FP32, (1, C, 1, L)) vs reference (FP32, B x L x C)"

@@ -50,6 +50,17 @@ class ModelInputError(HarnessError):
     """Inputs or settings the FP32 reference model refuses (shapes, lengths, a missing head)."""
 
 
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, implementation: str) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D), masked to `visible` (B, 1, Lq, Lk)) v, for q, k, v of shape (B, H, L, D)."""
+    if implementation == "sdpa":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=visible)  # (B, H, L, D)
+    if implementation == "explicit":
+        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (B, H, Lq, Lk)
+        scores = scores.masked_fill(~visible, float("-inf"))  # (B, H, Lq, Lk)
+        return scores.softmax(dim=-1) @ v  # (B, H, L, D)
+    raise ModelInputError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with RoPE, as transformers' ModernBertAttention (eager or SDPA)."""
 
@@ -70,15 +81,7 @@ class Attention(nn.Module):
         cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # (L, D)
         q = q * cos + rotate_half(q) * sin  # (B, H, L, D)
         k = k * cos + rotate_half(k) * sin  # (B, H, L, D)
-        visible = allowed(valid, self.window_radius)[:, None]  # (B, 1, Lq, Lk)
-        if implementation == "sdpa":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)  # (B, H, L, D)
-        elif implementation == "explicit":
-            scores = (q @ k.transpose(-1, -2)) * head_dim**-0.5  # (B, H, Lq, Lk)
-            scores = scores.masked_fill(~visible, float("-inf"))  # (B, H, Lq, Lk)
-            out = scores.softmax(dim=-1) @ v  # (B, H, L, D)
-        else:
-            raise ModelInputError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
+        out = attend(q, k, v, allowed(valid, self.window_radius)[:, None], implementation)  # (B, H, L, D)
         return self.Wo(out.transpose(1, 2).reshape(batch, length, channels))  # (B, L, C)
 
 
@@ -169,8 +172,10 @@ class ReferenceDecisionModel(nn.Module):
         if config.head is None:
             raise ModelInputError("the decision model needs a 'decision_head' section in config.json")
         head = config.head
+        from .encoders import reference_encoder  # the encoder family config.json names (ModernBERT or BERT)
+
         self.config = config
-        self.encoder = ReferenceEncoder(config, tensors)
+        self.encoder = reference_encoder(config, tensors)
         p = HEAD_PREFIX
         self.type_embeddings = nn.Embedding.from_pretrained(tensors[f"{p}type_embeddings.weight"], freeze=True)
         self.head_layers = nn.ModuleList(

@@ -19,7 +19,8 @@ LUTs come from us through its public ``OpPalettizerConfig(mode="custom", lut_fun
   SHA-1 of its bytes (plus shape and dtype); a group it has not seen is computed on the spot, so a selection
   mismatch could only cost time, never correctness. ``stats["cache_misses"]`` counts them.
 - Both passes run on one PyMIL program through ``coremltools.models.utils._apply_graph_pass`` (the helper
-  ``palettize_weights`` itself uses), so the package is loaded and written once.
+  ``palettize_weights`` itself uses), so the package is loaded and written once. The program is then converted
+  back with coremltools' default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (`apply_passes`; see there why).
 
 Select only conv weights (``op_types=("conv",)`` -> ``op_type_configs``), never a global config: that would also
 palettize RoPE tables and masks over 2048 elements.
@@ -37,6 +38,30 @@ from . import kmeans_exact
 __all__ = ["palettize_package", "IMPLEMENTATIONS"]
 
 IMPLEMENTATIONS = ("exact", "coremltools")
+
+# coremltools converts a palettized program back with its default pass pipeline. One pass there,
+# fuse_elementwise_to_batchnorm, folds a (1, C, 1, 1) multiply followed by an add of constants into batch_norm --
+# which is what a channel LayerNorm with a bias leaves beside the fused layer_norm (BERT's norms; ModernBERT with
+# norm_bias) -- and fails on an FP16 program ("gamma has dtype fp16 whereas mean has dtype fp32"). The export
+# already ran its passes on the program; palettization only swaps conv weights for constexpr_lut_to_dense, so the
+# fold has nothing to gain, and it is left out.
+REPALETTIZE_SKIPPED_PASSES = ("common::fuse_elementwise_to_batchnorm",)
+
+
+def apply_passes(mlmodel, passes):
+    """coremltools' ``_apply_graph_pass(mlmodel, passes)`` with the program converted back by the default pass
+    pipeline minus REPALETTIZE_SKIPPED_PASSES (the same arguments ``_apply_graph_pass`` gives its conversion)."""
+    import coremltools as ct
+    from coremltools.converters.mil.converter import mil_convert
+    from coremltools.models.utils import _apply_graph_pass
+
+    program = _apply_graph_pass(mlmodel, passes, return_pymil_prog=True)
+    pipeline = ct.PassPipeline.DEFAULT
+    pipeline.remove_passes(REPALETTIZE_SKIPPED_PASSES)
+    spec = mlmodel.get_spec()
+    return mil_convert(program, convert_from="milinternal", convert_to="mlprogram",
+                       compute_units=mlmodel.compute_unit, specification_version=spec.specificationVersion,
+                       model_description=spec.description, skip_model_load=True, pass_pipeline=pipeline)
 
 
 def _key(group: np.ndarray) -> tuple:
@@ -171,10 +196,11 @@ def palettize_package(mlmodel, nbits: int, group_size: int, mode: str = "kmeans"
     stats = {} if stats is None else stats
     stats.update({"implementation": implementation, "nbits": nbits, "group_size": group_size, "workers": workers})
     t0 = time.perf_counter()
-    if implementation == "coremltools":
-        from coremltools.optimize.coreml import palettize_weights
+    from coremltools.optimize.coreml._quantization_passes import palettize_weights as _PalettizePass
 
-        model = palettize_weights(mlmodel, _config(nbits, group_size, mode, weight_threshold, op_types, workers))
+    if implementation == "coremltools":  # palettize_weights(mlmodel, config), reconverted by apply_passes
+        model = apply_passes(mlmodel, _PalettizePass(config=_config(nbits, group_size, mode, weight_threshold,
+                                                                    op_types, workers)))
         stats["total_s"] = time.perf_counter() - t0
         return model
 
@@ -183,8 +209,6 @@ def palettize_package(mlmodel, nbits: int, group_size: int, mode: str = "kmeans"
     if nbits not in (1, 2, 3, 4, 6, 8):
         raise ValueError(f"coremltools palettization supports nbits in (1, 2, 3, 4, 6, 8), got {nbits}")
     from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
-    from coremltools.models.utils import _apply_graph_pass
-    from coremltools.optimize.coreml._quantization_passes import palettize_weights as _PalettizePass
 
     stats["compile_s"] = kmeans_exact.warmup()
     cache = _LutCache(nbits)
@@ -212,7 +236,7 @@ def palettize_package(mlmodel, nbits: int, group_size: int, mode: str = "kmeans"
             stats[self.name] = time.perf_counter() - t
 
     palettizer = _PalettizePass(config=config)
-    model = _apply_graph_pass(mlmodel, [_Timed(collector, "collect_s"), _Fill(), _Timed(palettizer, "pass_s")])
+    model = apply_passes(mlmodel, [_Timed(collector, "collect_s"), _Fill(), _Timed(palettizer, "pass_s")])
     stats["cache_hits"], stats["cache_misses"] = cache.hits, cache.misses
     stats["total_s"] = time.perf_counter() - t0
     return model

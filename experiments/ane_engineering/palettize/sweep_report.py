@@ -9,6 +9,10 @@ from ..figures import Document
 
 def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
     """The sweep table; every figure printed through `sweep.fig` (a ledger's Evidence records each one)."""
+    if sweep.data.get("task") == "embeddings":  # sweeps of body packages before embeddings existed have no task
+        from . import sweep_embedding
+
+        return sweep_embedding.markdown_table(sweep, evidence_name)
     rows = [("baseline",)] + [("candidates", i) for i in range(len(sweep.value("candidates")))]
     lines = [
         f"Palettization sweep of `{sweep.value('parent', 'path')}` (L{sweep.fig('parent', 'length', fmt='d')}), "
@@ -35,6 +39,10 @@ def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
 
 
 def plot(sweep: dict, path: Path) -> None:
+    if sweep.get("task") == "embeddings":
+        from . import sweep_embedding
+
+        return sweep_embedding.plot(sweep, path)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -27,15 +27,27 @@ def candidate_name(bits: int, mode: str, group_size: int) -> str:
     return f"w{bits}-{mode}-g{group_size}"
 
 
+def _task(package_dir: Path) -> str:
+    from ..export.manifest import read_manifest
+
+    return "embeddings" if read_manifest(package_dir)["kind"] == "embedding" else "decisions"
+
+
 def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Path, backend: str, repeats: int) -> dict:
     from ..checkpoint import load_checkpoint
-    from ..runtime import ANEAgent
-    from ..validation.gate_run import validate
-    from ..validation.golden import load_golden
+
+    if _task(package_dir) == "embeddings":
+        from ..embedding.agent import EmbeddingAgent as Agent
+        from ..validation.embedding_golden import load_embedding_golden as load_golden
+        from ..validation.embedding_run import validate_embeddings as validate
+    else:
+        from ..runtime import ANEAgent as Agent
+        from ..validation.gate_run import validate
+        from ..validation.golden import load_golden
 
     checkpoint = load_checkpoint(source)
     golden = load_golden(golden_path, checkpoint)
-    agent = ANEAgent([package_dir], checkpoint, backend)
+    agent = Agent([package_dir], checkpoint, backend)
     report = validate(agent, golden, golden_path, list(agent.lengths), repeats, evidence_dir=report_path.parent)
     report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return report
@@ -44,30 +56,39 @@ def _validate(package_dir: Path, report_path: Path, source: str, golden_path: Pa
 def _row(name: str, settings: dict | None, package_dir: Path, report: dict, report_path: Path,
          seconds: float | None, sweep_dir: Path) -> dict:
     """One row of sweep.json (written in `sweep_dir`, which paths are recorded relative to)."""
+    common = {
+        "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
+        "package": portable_path(package_dir, sweep_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
+        "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3), "palettize_seconds": seconds,
+    }
+    verdict = {"passed": report["passed"], "failed_reasons": report["reasons"][:5],
+               "validation": portable_path(report_path, sweep_dir)}
+    if report.get("task") == "embeddings":
+        from .sweep_embedding import embedding_row_fields
+
+        return {**common, **embedding_row_fields(report), **verdict}
     (length, summary), = report["summary"].items()
     decisions_ok = sum(1 for q in report["buckets"][length]["questions"] if q["decision"] == q["golden_decision"])
     return {
-        "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
-        "package": portable_path(package_dir, sweep_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
-        "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3),
-        "palettize_seconds": seconds, "length": int(length), "evaluated": summary["evaluated"],
+        **common, "length": int(length), "evaluated": summary["evaluated"],
         "skipped": len(summary["skipped"]), "argmax_matches": decisions_ok,
         "max_calibrated_error": summary["max_calibrated_error"],
         "max_action_probability_error": summary["max_action_probability_error"],
         "max_option_logit_error": summary["max_option_logit_error"],
         "max_action_logit_error": summary["max_action_logit_error"],
-        "passed": report["passed"], "failed_reasons": report["reasons"][:5],
-        "validation": portable_path(report_path, sweep_dir),
+        **verdict,
     }
 
 
-def _refused_row(name: str, settings: dict, error: HarnessError) -> dict:
+def _refused_row(name: str, settings: dict, error: HarnessError, task: str = "decisions") -> dict:
     """A candidate that could not be made or run: failed, with the reason, and no figures."""
+    figures = ({"min_cosine": None, "max_cosine_distance": None, "max_abs_error": None, "max_similarity_error": None, "resolved_pairs": None,
+                "resolved_pairs_swapped": None, "top1_neighbour_agreement": None} if task == "embeddings" else
+               {"argmax_matches": 0, "max_calibrated_error": None, "max_action_probability_error": None,
+                "max_option_logit_error": None, "max_action_logit_error": None})
     return {"name": name, **settings, "package": None, "package_bytes": None, "package_mb": None,
-            "palettize_seconds": None, "length": None, "evaluated": 0, "skipped": 0, "argmax_matches": 0,
-            "max_calibrated_error": None, "max_action_probability_error": None, "max_option_logit_error": None,
-            "max_action_logit_error": None, "passed": False, "failed_reasons": [f"refused: {error}"],
-            "validation": None}
+            "palettize_seconds": None, "length": None, "evaluated": 0, "skipped": 0, **figures, "passed": False,
+            "failed_reasons": [f"refused: {error}"], "validation": None}
 
 
 def run_candidate(job: dict) -> dict:
@@ -87,7 +108,7 @@ def run_candidate(job: dict) -> dict:
         report_path = output / VALIDATION_NAME
         validation = _validate(output, report_path, job["source"], Path(job["golden"]), job["backend"], job["repeats"])
     except HarnessError as error:
-        return _refused_row(output.name, settings, error)
+        return _refused_row(output.name, settings, error, _task(Path(job["parent"])))
     return _row(output.name, settings, output, validation, report_path, report["seconds"], Path(job["sweep_dir"]))
 
 
@@ -99,6 +120,7 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
     candidates_dir = output / "candidates"
     candidates_dir.mkdir(parents=True)
     started = time.perf_counter()
+    task = _task(parent)
     print(f"[sweep] validating the FP16 parent {parent}", file=sys.stderr, flush=True)
     baseline_path = candidates_dir / "fp16-validation.json"  # never write into the parent export
     baseline = _row("fp16", None, parent, _validate(parent, baseline_path, source, golden, backend, repeats),
@@ -113,18 +135,27 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
         for done, future in enumerate(as_completed(futures), start=1):
             row = future.result()
             rows.append(row)
-            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_mb']} MB, max calibrated error "
-                  f"{row['max_calibrated_error']}, max option-logit error {row['max_option_logit_error']} -> "
+            errors = (f"min cosine {row['min_cosine']}, max abs error {row['max_abs_error']}" if task == "embeddings"
+                      else f"max calibrated error {row['max_calibrated_error']}, max option-logit error "
+                      f"{row['max_option_logit_error']}")
+            print(f"[sweep {done}/{len(grid)}] {row['name']}: {row['package_mb']} MB, {errors} -> "
                   f"{'pass' if row['passed'] else 'FAIL: ' + '; '.join(row['failed_reasons'][:2])}",
                   file=sys.stderr, flush=True)
     rows.sort(key=lambda r: (-r["bits"], r["mode"], r["group_size"]))
+    if task == "embeddings":
+        from .sweep_embedding import gate_fields
+
+        gate = {**gate_fields(), "repeats": repeats}
+    else:
+        gate = {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats}
     for row in [baseline] + rows:
         row["size_ratio_vs_fp16"] = (None if row["package_bytes"] is None
                                      else round(row["package_bytes"] / baseline["package_bytes"], 3))
     return {
         "format": "ane-engineering/evidence/sweep/1",
         "parent": {"path": portable_path(parent, output), **{k: baseline[k] for k in ("package_bytes", "length")}},
-        "gate": {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats},
+        "task": task,
+        "gate": gate,
         "grid": {"bits": bits, "modes": modes, "group_sizes": group_sizes, "implementation": implementation},
         "baseline": baseline,
         "candidates": rows,

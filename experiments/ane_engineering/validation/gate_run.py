@@ -137,6 +137,13 @@ def cross_bucket(buckets: dict[int, dict]) -> dict:
             "passed": not disagreements}
 
 
+def package_records(agent) -> list[dict]:
+    """What validation evidence records about each loaded package."""
+    return [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
+             "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
+             "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())]
+
+
 def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int], repeats: int,
              fixture_questions=None, progress=None, *, evidence_dir: Path) -> dict:
     """The validation report of `agent`'s packages against `golden`; `evidence_dir` is the directory the report will
@@ -174,9 +181,7 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
         "source": agent.checkpoint.hashes,
         "adapter": None if agent.adapter is None else {"name": agent.adapter.name, "sha256": agent.adapter.sha256,
                                                        **agent.adapter.spec.to_json()},
-        "packages": [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
-                      "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
-                      "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())],
+        "packages": package_records(agent),
         "backend": backend_record(agent.backend.describe()),
         "machine": machine(),
         "tools": tool_versions(),
