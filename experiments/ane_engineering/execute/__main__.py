@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def main(argv=None) -> int:
     from . import tool
 
     args = build_parser().parse_args(argv)
+    # coremltools warns at import that it cannot predict here (no libcoremlpython) and about untested versions of
+    # torch / scikit-learn: true off macOS and irrelevant to running a package here, so kept off this command's output
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
     if args.describe:
         if args.inputs or args.output:
             raise UsageError("--describe takes no --inputs or --output")
