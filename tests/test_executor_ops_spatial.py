@@ -155,6 +155,14 @@ def test_normalisations_match_torch(mode):
     assert_fp16(outs[5], lrn3, extra=8 * U16 * np.abs(lrn3) if strict else 0, what="local_response_norm size 3")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_l2_norm_of_rank3_input_normalises_everything(mode):
+    x = X[0]
+    (out,) = run(lambda v: mb.l2_norm(x=v), {"x": x}, mode)
+    ref = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).sum() + 1e-6)
+    assert_fp16(out, ref, extra=50 * U16 * np.abs(ref) if mode == "fp16-strict" else 0, what="l2_norm rank 3")
+
+
 def test_batch_norm_iOS17_fp32_parameters_with_fp16_x():
     (out,) = run(lambda x: mb.batch_norm(x=x, mean=MEAN.astype(np.float32), variance=VAR.astype(np.float32),
                                          epsilon=np.float32(1e-5)), {"x": X})

@@ -62,8 +62,8 @@ def op_instance_norm(node, args, num):
 def op_l2_norm(node, args, num):
     x = num.f(args["x"])
     eps = num.f(args["epsilon"]) if args.get("epsilon") is not None else num.c(1e-6)
-    axes = tuple(range(x.ndim - 3, x.ndim))
-    s = num.r(num.sum(num.r(x * x), axes, keepdims=True) + eps)
+    axes = tuple(range(x.ndim - 2, x.ndim + 1))  # the last three, after a leading unit axis (keeps the sum an array)
+    s = num.r(num.sum(num.r(x * x)[None], axes, keepdims=True)[0] + eps)
     return x / num.fn(np.sqrt, s)
 
 

@@ -22,6 +22,13 @@ def _reduced(x, args):
     return norm_axes(args.get("axes"), x.ndim), as_bool(args.get("keep_dims", False))
 
 
+def _sum(num, x, axes, keep):
+    """num.sum, with a leading unit axis kept so a reduction over every axis stays an array (fp16-strict's
+    sequential sum accumulates in place into a 0-d result otherwise)."""
+    out = num.sum(x[None], tuple(a + 1 for a in axes), keepdims=keep)
+    return np.asarray(out)[0]
+
+
 def _squeeze(value, axes, keep):
     return value if keep else np.squeeze(value, axis=axes)
 
@@ -49,21 +56,21 @@ def op_reduce_prod(node, args, num):
 def op_reduce_l1_norm(node, args, num):
     x = num.f(args["x"])
     axes, keep = _reduced(x, args)
-    return num.sum(np.abs(x), axes, keepdims=keep)  # sum |x|
+    return _sum(num, np.abs(x), axes, keep)  # sum |x|
 
 
 @register("reduce_sum_square")
 def op_reduce_sum_square(node, args, num):
     x = num.f(args["x"])
     axes, keep = _reduced(x, args)
-    return num.sum(num.r(x * x), axes, keepdims=keep)  # sum x^2
+    return _sum(num, num.r(x * x), axes, keep)  # sum x^2
 
 
 @register("reduce_l2_norm")
 def op_reduce_l2_norm(node, args, num):
     x = num.f(args["x"])
     axes, keep = _reduced(x, args)
-    return num.fn(np.sqrt, num.sum(num.r(x * x), axes, keepdims=keep))  # sqrt(sum x^2)
+    return num.fn(np.sqrt, _sum(num, num.r(x * x), axes, keep))  # sqrt(sum x^2)
 
 
 @register("reduce_log_sum")
@@ -71,7 +78,7 @@ def op_reduce_log_sum(node, args, num):
     x = num.f(args["x"])
     axes, keep = _reduced(x, args)
     with np.errstate(divide="ignore", invalid="ignore"):  # log of a sum <= 0: -inf / NaN, as numpy
-        return num.fn(np.log, num.sum(x, axes, keepdims=keep))
+        return num.fn(np.log, _sum(num, x, axes, keep))
 
 
 @register("reduce_log_sum_exp")
@@ -81,7 +88,7 @@ def op_reduce_log_sum_exp(node, args, num):
     axes, keep = _reduced(x, args)
     m = np.max(x, axis=axes, keepdims=True)
     e = num.fn(np.exp, num.r(x - m))
-    s = num.fn(np.log, num.sum(e, axes, keepdims=True))
+    s = num.fn(np.log, _sum(num, e, axes, True))
     return _squeeze(s + m, axes, keep)
 
 
