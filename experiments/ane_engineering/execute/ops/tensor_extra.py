@@ -29,6 +29,8 @@ import numpy as np
 from ..registry import register
 from .common import as_axis, as_bool, as_bools, as_int, as_ints
 
+IOS16_ON = ("iOS16", "iOS17", "iOS18")  # ops coremltools first defines in iOS16
+
 
 @register("cumsum")
 def op_cumsum(node, args, num):
@@ -114,13 +116,13 @@ def op_flatten2d(node, args, num):
     return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
 
 
-@register("fill_like")
+@register("fill_like", opsets=IOS16_ON)
 def op_fill_like(node, args, num):
     ref = np.asarray(args["ref_tensor"])
     return np.full(ref.shape, np.asarray(args.get("value", 0.0)).reshape(()), dtype=node.output_dtypes[0])
 
 
-@register("reshape_like")
+@register("reshape_like", opsets=IOS16_ON)
 def op_reshape_like(node, args, num):
     shape = []
     for ref, begin, end, end_mask in zip(args["ref_tensors"], args["begins"], args["ends"], args["end_masks"]):
@@ -180,7 +182,7 @@ def _slices(x_shape, args) -> tuple:
     return tuple(index)
 
 
-@register("slice_update")
+@register("slice_update", opsets=("iOS18",))
 def op_slice_update(node, args, num):
     out = np.array(args["x"], copy=True)
     index = _slices(out.shape, args)
@@ -219,7 +221,7 @@ def op_pixel_shuffle(node, args, num):
     return y.reshape(n, c // (f * f), h * f, w * f)
 
 
-@register("pixel_unshuffle")
+@register("pixel_unshuffle", opsets=IOS16_ON)
 def op_pixel_unshuffle(node, args, num):
     x = np.asarray(args["x"])
     f = as_int(args["downscale_factor"])
