@@ -16,8 +16,10 @@ from . import (
     normalization_extra,  # noqa: F401
     pad_resize,  # noqa: F401
     pool,  # noqa: F401
+    quantization,  # noqa: F401
     reduction,  # noqa: F401
     reduction_extra,  # noqa: F401
+    resample,  # noqa: F401
     scatter_gather,  # noqa: F401
     tensor_extra,  # noqa: F401
     tensor_shape,  # noqa: F401
