@@ -12,6 +12,7 @@ from . import (
     elementwise,  # noqa: F401
     elementwise_extra,  # noqa: F401
     gather,  # noqa: F401
+    nms,  # noqa: F401
     normalization,  # noqa: F401
     normalization_extra,  # noqa: F401
     pad_resize,  # noqa: F401
