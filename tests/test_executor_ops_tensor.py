@@ -292,3 +292,18 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
     for (name, a), b in zip(want.items(), got.values()):
         assert a.dtype == b.dtype and a.shape == b.shape, name
         np.testing.assert_array_equal(a, b)
+
+
+def test_gather_batch_dims_negative_indices_and_validate():
+    # gather (the gather family's handler, checked here against tf.gather's definition): iOS16 batch_dims and
+    # negative indices, iOS17 validate_indices
+    from experiments.ane_engineering.execute.executor import ExecutionError
+
+    idx = np.array([[0, -1, 2], [3, 1, 1], [-4, 0, 3]], np.int32)  # [3, 3] into axis 1 of X [3, 4, 5]
+    outs = run(lambda x, i: (mb.gather(x=x, indices=i, axis=1, batch_dims=1), mb.gather(x=x, indices=i, axis=-1)),
+               {"x": X, "i": idx}, opset=ct.target.iOS16)
+    np.testing.assert_array_equal(outs[0], np.stack([X[b][idx[b] % 4] for b in range(3)]))
+    np.testing.assert_array_equal(outs[1], np.take(X, idx, axis=-1))
+    with pytest.raises(ExecutionError, match="out of bounds"):
+        run(lambda x, i: mb.gather(x=x, indices=i, axis=1, validate_indices=True),
+            {"x": X, "i": np.array([1, 4], np.int32)}, opset=ct.target.iOS17)
