@@ -108,10 +108,3 @@ def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCU
 
     executor = MILExecutor(package_path(path), mode=mode, function_name=function_name)
     return outputs_as_arrays(executor.run(inputs))
-
-
-def write_outputs(arrays: dict[str, np.ndarray], output: Path, inputs: list[Path]) -> None:
-    from ..cli import atomic_file
-
-    with atomic_file(output, inputs) as temporary, open(temporary, "wb") as handle:
-        np.savez(handle, **arrays)
