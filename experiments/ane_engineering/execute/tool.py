@@ -1,5 +1,5 @@
-"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, run it on
-inputs from an .npz and write its outputs to an .npz.
+"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, read
+inputs from an .npz, run the package and turn its outputs into arrays (the command writes them atomically).
 
 A package is either an .mlpackage (made by anything: coremltools.convert of any model) or one of our export
 directories holding model.mlpackage and manifest.json; nothing here reads the manifest.
