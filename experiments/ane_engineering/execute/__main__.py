@@ -20,7 +20,9 @@ import logging
 import sys
 from pathlib import Path
 
-from ..cli import UsageError, run_main
+import numpy as np
+
+from ..cli import UsageError, atomic_file, run_main
 from ..export.staging import check_output
 from .numerics import FP32_ACCUMULATE, MODES
 
@@ -59,7 +61,8 @@ def main(argv=None) -> int:
         raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
     check_output(args.output, [args.package, args.inputs])  # before loading anything
     arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode, args.function)
-    tool.write_outputs(arrays, args.output, [args.package, args.inputs])
+    with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
     print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")
     return 0
 
