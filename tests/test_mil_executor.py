@@ -875,3 +875,15 @@ def test_baseline_export_with_enumerated_lengths_runs(tiny_baseline):
             refs.append(ref)
             errors.append(float(np.max(np.abs(out - ref))))
     assert max(errors) <= body_tolerance(ck, refs), (errors, body_tolerance(ck, refs))
+
+
+def test_strict_sum_over_every_axis_and_over_no_terms():
+    """fp16-strict sums: reducing every axis without keepdims gives a 0-d result (it used to fail on a numpy
+    scalar), and a sum over an empty axis is 0."""
+    from experiments.ane_engineering.execute.numerics import _sequential_sum16
+
+    x = np.arange(6, dtype=np.float16).reshape(2, 3)
+    assert _sequential_sum16(x, (0, 1), keepdims=False) == np.float16(15)
+    assert _sequential_sum16(x, (0, 1), keepdims=True).shape == (1, 1)
+    np.testing.assert_array_equal(_sequential_sum16(np.zeros((0, 3), np.float16), (0,), keepdims=False),
+                                  np.zeros(3, np.float16))

@@ -186,7 +186,8 @@ def _sequential_sum16(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> n
     moved = np.transpose(x, list(axes) + rest)
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     flat = moved.reshape((n,) + tuple(x.shape[d] for d in rest))
-    acc = flat[0].astype(np.float16, copy=True)
+    # A 0-d array, not a numpy scalar, when every axis is reduced (ufunc `out=` needs an array); 0 for no terms.
+    acc = np.array(flat[0] if n else np.zeros(flat.shape[1:]), dtype=np.float16)
     for i in range(1, n):
         np.add(acc, flat[i], out=acc)  # float16 ufunc: computed exactly, rounded to fp16
     if keepdims:

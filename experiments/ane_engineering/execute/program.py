@@ -175,10 +175,10 @@ def static_shape(var) -> tuple[int, ...] | None:
         return ()  # a scalar
     shape = []
     for d in var.shape:
-        if isinstance(d, (int, np.integer)):
+        if isinstance(d, (int, np.integer)) and d >= 0:
             shape.append(int(d))
         else:
-            return None
+            return None  # symbolic, or -1: coremltools' "known only at run time" (e.g. topk with k = -1)
     return tuple(shape)
 
 
