@@ -23,6 +23,7 @@ from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
+from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 from .attention import SingleHeadAttention
 from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
@@ -30,7 +31,6 @@ from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
 from .norm import ChannelLayerNorm
-from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
 from .windowed_attention import WindowTiling

@@ -149,7 +149,7 @@ class AttentionLayout:
         return out
 
     @classmethod
-    def from_json(cls, value: dict | None) -> "AttentionLayout":
+    def from_json(cls, value: dict | None) -> AttentionLayout:
         """The layout a manifest records; a manifest without the field predates windowed exports: dense."""
         if not value:
             return DENSE
