@@ -194,8 +194,8 @@ def test_windowed_package_from_a_transformers_checkpoint_matches_modernbert_at_l
     assert report["placement"]["static"]["violations"] == 0
     assert report["mil_ops"]["by_type"].get("slice_by_index") and "gather" not in report["mil_ops"]["by_type"]
     manifest = json.loads((tmp_path / "pkg" / "manifest.json").read_text())
-    assert manifest["attention"]["tile"] == 64 and manifest["attention"]["radius"] == 64
-    assert {c["name"]: c["shape"] for c in manifest["io"]["inputs"]}["window_mask"] == [1, 192, 16, 64]
+    assert manifest["attention"]["tile"] == 128 and manifest["attention"]["radius"] == 64
+    assert {c["name"]: c["shape"] for c in manifest["io"]["inputs"]}["window_mask"] == [1, 256, 8, 128]
 
     ids = torch.randint(3, 300, (1, 1000), generator=torch.Generator().manual_seed(1))
     ids[0, 0], ids[0, -1] = 1, 2
@@ -211,7 +211,7 @@ def test_windowed_package_from_a_transformers_checkpoint_matches_modernbert_at_l
     from experiments.ane_engineering.execute.backends import choose_backend
 
     inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, ids[0].tolist(), 1024, windowed())
-    tiles = WindowTiles(1024, 64, 64)
+    tiles = WindowTiles(1024, 64, 128)
     keys, queries = tiles.key_positions()[:, :, None], tiles.query_positions()[None]
     short = (keys >= 0) & (keys < 1000) & (((keys - queries).abs() <= 63) | (queries >= 1000))
     inputs["window_mask"] = torch.where(short, 0.0, MASK_BIAS).unsqueeze(0).numpy()
@@ -236,3 +236,24 @@ def test_validation_of_tiny_at_l1024_passes_with_the_windowed_layout_no_worse_th
     assert tiled["evaluated"] == dense["evaluated"] == 63
     for key in ("max_calibrated_error", "max_option_logit_error"):
         assert tiled[key] <= dense[key], (key, tiled[key], dense[key])
+
+
+def test_auto_layout_follows_the_calibrated_prediction_and_is_recorded(tmp_path):
+    from checkpoint_support import write_checkpoint
+
+    near = load_checkpoint(str(write_checkpoint(tmp_path / "near", small_config(local_attention=32),
+                                                config_and_tensors(small_config(local_attention=32))[1])))
+    report = run_probe(near, "encoder", 192, tmp_path / "auto", show_progress=False, attention="auto", tile=32)
+    choice = report["attention"]["choice"]
+    predicted = choice["predicted_body_ms"]
+    assert set(predicted) == {"dense", "windowed"} and choice["chip"] == "M3 Max"
+    assert report["attention"]["layout"] == min(predicted, key=predicted.get)
+    assert choice["cost"]["windowed"]["unfused_mb"] != choice["cost"]["dense"]["unfused_mb"]
+    manifest = json.loads((tmp_path / "auto" / "manifest.json").read_text())
+    assert manifest["attention"] == report["attention"]
+
+    wide_raw = small_config(local_attention=512)  # radius 256 >= L - 1: the window covers the bucket
+    wide = load_checkpoint(str(write_checkpoint(tmp_path / "wide", wide_raw, config_and_tensors(wide_raw)[1])))
+    report = run_probe(wide, "encoder", 96, tmp_path / "auto-wide", show_progress=False, attention="auto")
+    assert report["attention"]["layout"] == "dense" and "covers the whole bucket" in report["attention"]["choice"]["reason"]
+    assert "predicted_body_ms" not in report["attention"]["choice"]
