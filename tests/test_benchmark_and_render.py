@@ -205,6 +205,7 @@ EVIDENCE_EDITS = [  # (file, JSON path, new value): each changes one printed fig
     ("benchmarks/evidence/fp16_range_mmbert_base_shape.json", ("summary", "groups", "encoder.attn.k", "max_abs_all"),
      12.4),
     (REFERENCE_RUN_FILE, ("placement", "bc1s_export", "on_ane"), 6930),
+    ("benchmarks/evidence/cost_calibration_mmbert_base_shape.json", ("fit", "points", 1, "predicted_ms"), 4.9),
 ]
 
 
