@@ -15,12 +15,13 @@ class PackageCache:
     def __init__(self, root, checkpoint):
         self.root, self.checkpoint, self.reports = root, checkpoint, {}
 
-    def get(self, kind: str, length: int):
-        """(directory, probe report) of `kind` at `length`, exported on first use."""
-        key = (kind, length)
+    def get(self, kind: str, length: int, attention: str = "dense"):
+        """(directory, probe report) of `kind` at `length` with that attention layout, exported on first use."""
+        key = (kind, length, attention)
         if key not in self.reports:
-            directory = self.root / f"{kind}-{length}"
-            self.reports[key] = (directory, run_probe(self.checkpoint, kind, length, directory, show_progress=False))
+            directory = self.root / (f"{kind}-{length}" + ("" if attention == "dense" else f"-{attention}"))
+            self.reports[key] = (directory, run_probe(self.checkpoint, kind, length, directory, show_progress=False,
+                                                      attention=attention))
         return self.reports[key]
 
 
