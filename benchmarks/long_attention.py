@@ -97,6 +97,13 @@ def layout_of(directory: Path) -> str | None:
     return attention.get("layout") if isinstance(attention, dict) else attention
 
 
+def report_attention(directory: Path) -> dict | None:
+    """The manifest's whole attention record (layout, tile, tiles, window width ...)."""
+    from experiments.ane_engineering.export.manifest import read_manifest
+
+    return read_manifest(directory).get("attention")
+
+
 def mil_inputs(agent, length: int, checkpoint) -> tuple[dict, dict]:
     """Device inputs the agent builds for its own package from a real >= 1,000-token fixture question (the host
     builds each layout the masks it needs), as FP16 arrays, and what they are."""
@@ -153,11 +160,20 @@ def comparison(windowed_l1024: dict, dense_l1024: dict) -> dict:
     return {
         "chip": windowed_l1024["chip"], "mlx_p50_ms": mlx, "mlx_what": reference_run.load()["timings"]["mlx"]["what"],
         "windowed_predicted_request_ms": predicted, "dense_predicted_request_ms": dense_l1024["predicted_request_ms"],
-        "ratio_to_mlx": predicted / mlx, "below_mlx_ms": mlx - predicted, "below_mlx": predicted < mlx,
+        "ratio_to_mlx": predicted / mlx, "below_mlx_ms": mlx - predicted, "above_mlx_ms": predicted - mlx,
+        "below_mlx": predicted < mlx,
         "aim_ratio_to_mlx": AIM_RATIO_TO_MLX, "aim_ms": AIM_RATIO_TO_MLX * mlx,
         "above_aim_ms": predicted - AIM_RATIO_TO_MLX * mlx,
         "windowed_over_dense_predicted": predicted / dense_l1024["predicted_request_ms"],
         "terms": terms, "largest_term": largest,
+        "unfused_mb_by_category": {
+            category: {"dense": dense_l1024["by_category"][category]["bytes"] / 1e6,
+                       "windowed": windowed_l1024["by_category"][category]["bytes"] / 1e6,
+                       "ops_dense": dense_l1024["by_category"][category]["ops"],
+                       "ops_windowed": windowed_l1024["by_category"][category]["ops"]}
+            for category in sorted(windowed_l1024["by_category"],
+                                   key=lambda name: -windowed_l1024["by_category"][name]["bytes"])
+            if windowed_l1024["by_category"][category]["ops"] or dense_l1024["by_category"][category]["ops"]},
         "terms_share": {name: value / predicted for name, value in terms.items()},
         "floor_bound": windowed_l1024["bound"],
         "no_traffic_ms": predicted - terms["traffic_ms"],
@@ -217,6 +233,7 @@ def main(argv=None) -> int:
                     raise UsageError(f"{directory}: not a body package of the reference model ({'; '.join(problems)})")
                 entry = bucket_entry(report, directory, evidence_dir, chips, fit["parameters"], chip)
                 entry["package"]["attention_recorded"] = recorded
+                entry["package"]["attention"] = report_attention(directory)
                 if str(entry["length"]) in buckets:
                     raise UsageError(f"two {layout} packages at L{entry['length']}")
                 buckets[str(entry["length"])] = entry
