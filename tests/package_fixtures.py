@@ -5,8 +5,11 @@ Loaded from conftest.py through `pytest_plugins`. Packages are exported lazily o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from experiments.ane_engineering import validate
 from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.export.probe_run import run_probe
 
@@ -28,3 +31,17 @@ class PackageCache:
 @pytest.fixture(scope="session")
 def tiny_packages(tmp_path_factory):
     return PackageCache(tmp_path_factory.mktemp("packages"), load_checkpoint("builtin:tiny"))
+
+
+VALIDATION_REPEATS = 12
+
+
+@pytest.fixture(scope="session")
+def validation_report(tiny_packages, tmp_path_factory):
+    """(exit status, report) of validating the dense builtin:tiny body packages of every bucket through mil; shared
+    by tests/test_validate.py and the windowed-vs-dense comparison of tests/test_windowed_attention.py."""
+    packages = [tiny_packages.get("body", length)[0] for length in (96, 192, 1024)]
+    output = tmp_path_factory.mktemp("validation") / "validation.json"
+    argv = [arg for p in packages for arg in ("--package", str(p))]
+    status = validate.main(argv + ["--backend", "mil", "--repeats", str(VALIDATION_REPEATS), "--output", str(output)])
+    return status, json.loads(output.read_text())

@@ -80,3 +80,21 @@ def choose_layout(checkpoint: Checkpoint, kind: str, length: int, tile: int = DE
     record.update(reason="lower predicted body time (calibrated cost model; a prediction, not a measurement)",
                   predicted_body_ms=predictions, cost=counts)
     return candidates[chosen], record, models[chosen]
+
+
+def tile_scan(checkpoint: Checkpoint, length: int, tiles: tuple[int, ...] = (32, 64, 128, 256), kind: str = "body",
+              chip: str = PREDICTION_CHIP) -> dict:
+    """Cost-model counts and calibrated predictions of the dense layout and of the windowed layout per tile size
+    (the argument for DEFAULT_TILE, ANE_MATH.md section 15). Converts len(tiles) + 1 programs: minutes at full
+    size."""
+    from ..evidence.cost_model import program_cost
+    from .convert import convert
+    from .kinds import build_export_spec
+
+    predict = _predictor()
+    rows = {}
+    for name, layout in [("dense", DENSE)] + [(f"windowed-{t}", windowed(t)) for t in tiles]:
+        cost = program_cost(convert(build_export_spec(checkpoint, kind, length, attention=layout))._mil_program, length)
+        rows[name] = {**_counts(cost), "predicted_body_ms": float(predict(cost, chip))}
+    return {"kind": kind, "length": length, "chip": chip, "label": "prediction (calibrated cost model)",
+            "layouts": rows}

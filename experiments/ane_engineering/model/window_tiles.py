@@ -32,8 +32,9 @@ from ..buckets import MASK_BIAS
 from ..errors import HarnessError
 
 LAYOUTS = ("dense", "windowed")
-# Default tile: chosen from the cost model's op counts and bytes at L1024 (ANE_MATH.md, "windowed attention").
-DEFAULT_TILE = 64
+# Default tile: the calibrated cost model's lowest predicted L1024 body among T = 32, 64, 128, 256 on the
+# mmBERT-base shape (ANE_MATH.md section 15; export/attention_choice.py `tile_scan` recomputes it).
+DEFAULT_TILE = 128
 
 
 class LayoutError(HarnessError):
