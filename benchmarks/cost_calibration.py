@@ -8,8 +8,10 @@ were measured on. Writes the fitted parameters, each point's recorded cost input
 hashes of the programs and the harness. The result is a prediction model, not a measurement.
 
 The fit belongs to the graph the reference run measured: the dense layout, with each head's scores as two half-size
-einsums plus an add (the harness before issue 14's leaner layouts). Fit it on that graph only; its packages'
-hashes are recorded so a refit on another graph shows.
+einsums plus an add (the harness before issue 14's leaner layouts, e.g. git commit 48ff4e9). The script refuses a
+program with another number of score contractions per softmax, so it cannot be refitted on the leaner graphs;
+export the bodies with that harness (a checkout of that commit) and pass them with --package. The packages' hashes
+are recorded.
 
     python benchmarks/cost_calibration.py --output benchmarks/evidence/cost_calibration_mmbert_base_shape.json
 
@@ -56,6 +58,21 @@ def package_record(report: dict, directory: Path) -> dict:
             "einsum_ops": cost["by_op_type"].get("einsum", {}).get("ops", 0)}
 
 
+SCORE_CONTRACTIONS_PER_SOFTMAX = 2  # the reference graph: two half-size score einsums per head (RoPE halves)
+
+
+def reference_graph_check(cost: dict, directory: Path) -> float:
+    """Refuse a program that is not the graph the reference run measured: it had two half-size score contractions
+    per head (per softmax); the leaner layouts of issue 14 have one."""
+    scores = cost["by_category"]["attention_scores"]["ops"]
+    softmaxes = cost["by_op_type"].get("softmax", {}).get("ops", 0)
+    if not softmaxes or scores != SCORE_CONTRACTIONS_PER_SOFTMAX * softmaxes:
+        raise UsageError(f"{directory}: {scores} score contractions for {softmaxes} softmaxes, not the graph the "
+                         f"reference run measured ({SCORE_CONTRACTIONS_PER_SOFTMAX} per head); export the bodies with "
+                         "the harness before issue 14 (git commit 48ff4e9) and pass them with --package")
+    return scores / softmaxes
+
+
 def costed_bodies(directories: list[Path]) -> tuple[dict[int, dict], list[dict]]:
     """{length: cost} and package records of body probe directories of the reference model's dimensions."""
     costs, records = {}, []
@@ -69,11 +86,12 @@ def costed_bodies(directories: list[Path]) -> tuple[dict[int, dict], list[dict]]
         if manifest["kind"] != "body" or problems:
             raise UsageError(f"{directory}: not a body package of the reference run's model "
                              f"({'; '.join(problems) or 'kind ' + str(manifest['kind'])})")
+        scores_per_softmax = reference_graph_check(report["cost"], directory)
         length = report["cost"]["length"]
         if length in costs:
             raise UsageError(f"two packages at L{length}")
         costs[length] = report["cost"]
-        records.append(package_record(report, directory))
+        records.append({**package_record(report, directory), "score_contractions_per_softmax": scores_per_softmax})
     return costs, sorted(records, key=lambda r: r["length"])
 
 

@@ -5,6 +5,9 @@
 - full path: an ANEAgent request from tokenization to formatted output on a real fixture question (with
   `long`, a real ~1,024-token input, never a short one padded);
 - paired (`vs`): two candidates interleaved call by call in one process, with the per-pair ratio distribution.
+  The two may differ in attention layout (`probe --attention dense|windowed`): each body is called with the masks
+  of its own layout, each request builds its own (the ANEAgent), and the evidence records both layouts. On macOS
+  the default backend is Core ML on the Neural Engine (CPU_AND_NE); this project has not run that pairing on a Mac.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import reference_run
 from ..checkpoint import Checkpoint
+from ..decision.device_inputs import device_masks
 from ..decision.questions import encode_question, load_questions
 from ..errors import HarnessError
-from .. import reference_run
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
-from ..decision.device_inputs import device_masks
 from ..model.window_tiles import DENSE, AttentionLayout
 from ..runtime import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
@@ -112,13 +115,15 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
         other = ANEAgent([vs], checkpoint, backend)
         if other.lengths != agent.lengths:
             raise BenchmarkError(f"--vs package has bucket {other.lengths}, the first has {agent.lengths}")
-        a, b = paired_calls(body_call, lambda: other.backends[length].predict(synthetic),
+        other_inputs = synthetic_body_inputs(checkpoint, length, attention=other.layout(length))  # its own masks
+        a, b = paired_calls(body_call, lambda: other.backends[length].predict(other_inputs),
                             component["warmup"], component["calls"])
         fa, fb = paired_calls(lambda: agent.decide(question, length), lambda: other.decide(question, length),
                               full_path["warmup"], full_path["calls"])
         result["vs"] = {
             "what": "two candidates interleaved call by call in one process (ABBA order); ratio = second / first",
             "first": result["package"], "second": package_record(other, length),
+            "attention": {"first": agent.layout(length).to_json(), "second": other.layout(length).to_json()},
             "component": {"first": summarize(a), "second": summarize(b), "ratio": ratio_summary(a, b)},
             "full_path": {"first": summarize(fa), "second": summarize(fb), "ratio": ratio_summary(fa, fb)},
         }

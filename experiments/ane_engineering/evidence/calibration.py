@@ -136,12 +136,12 @@ def fit(points: list[dict], chip: str, chips: dict | None = None) -> dict:
     or per byte means the model does not describe the measurements)."""
     if len(points) < len(PARAMETERS) + 1:
         raise CalibrationError(f"{len(points)} points cannot test a {len(PARAMETERS)}-parameter fit")
-    unit = {"per_op_ms": 1.0, "traffic_factor": 1.0}
+    zero = {name: 0.0 for name in PARAMETERS}
     rows, targets = [], []
     for point in points:
-        base = predict(point, chip, {name: 0.0 for name in PARAMETERS}, chips)
-        columns = [predict(point, chip, {**{n: 0.0 for n in PARAMETERS}, name: unit[name]}, chips) - base
-                   for name in PARAMETERS]  # the model is linear in its parameters
+        base = predict(point, chip, zero, chips)
+        columns = [predict(point, chip, {**zero, name: 1.0}, chips) - base
+                   for name in PARAMETERS]  # the model is linear in its parameters: each column is one term at 1
         rows.append(np.array(columns) / point["measured_ms"])
         targets.append((point["measured_ms"] - base) / point["measured_ms"])
     solution, *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
