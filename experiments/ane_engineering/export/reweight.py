@@ -27,8 +27,8 @@ from pathlib import Path
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
-from ..torch_threads import single_torch_thread
 from ..model.window_tiles import AttentionLayout
+from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
 from .package_hash import DamagedPackageError, combine, package_content_hash
