@@ -9,7 +9,7 @@ import torch
 
 from checkpoint_support import write_random_checkpoint
 from minilm_fixtures import minilm, minilm_packages  # noqa: F401  (real MiniLM weights and their packages)
-from package_fixtures import tiny_packages  # noqa: F401  (session fixture of exported packages)
+from package_fixtures import tiny_packages, validation_report  # noqa: F401  (session fixtures: packages, validation)
 from experiments.ane_engineering.checkpoint import load_checkpoint
 
 # The test models are small: one intra-op thread is several times faster than two on a shared 2-core machine

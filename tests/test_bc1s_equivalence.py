@@ -227,8 +227,7 @@ def test_wrong_rope_rotation_breaks_the_logit_bound():
     config, tensors, encoded, expected = _fixture_setup()
     body = BC1SBody(config, tensors, 96).eval()
     rope = body.encoder.layers[0].attn.rope
-    rope.sin_q.neg_()  # rotate the halves the wrong way round in one layer: relative positions change sign
-    rope.sin_k.neg_()
+    rope.sin.neg_()  # rotate the halves the wrong way round (Q and K): relative positions change sign
     with torch.no_grad():
         got = _bc1s_logits(body, _device_inputs(config, tensors, encoded, 96), len(encoded.marker_positions))
     assert float((got - expected).abs().max()) > LOGITS_ABS

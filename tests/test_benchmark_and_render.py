@@ -11,11 +11,26 @@ from pathlib import Path
 import pytest
 
 from experiments.ane_engineering import benchmark
-from experiments.ane_engineering.benchmarking.timing import TimingError, paired_calls, ratio_summary, summarize
-from experiments.ane_engineering.evidence.ledger import ReportError, check_report, printed_numbers
+from experiments.ane_engineering.benchmarking.timing import (
+    TimingError,
+    paired_calls,
+    ratio_summary,
+    summarize,
+)
+from experiments.ane_engineering.evidence.ledger import (
+    ReportError,
+    check_report,
+    printed_numbers,
+)
 from experiments.ane_engineering.evidence.provenance import portable_path
-from experiments.ane_engineering.evidence.render import REFERENCE_RUN_FILE, render_directory, render_repository
-from experiments.ane_engineering.evidence.render import main as render_main  # the --check command
+from experiments.ane_engineering.evidence.render import (
+    REFERENCE_RUN_FILE,
+    render_directory,
+    render_repository,
+)
+from experiments.ane_engineering.evidence.render import (
+    main as render_main,  # the --check command
+)
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
 REPO = Path(__file__).resolve().parent.parent
@@ -205,6 +220,8 @@ EVIDENCE_EDITS = [  # (file, JSON path, new value): each changes one printed fig
     ("benchmarks/evidence/fp16_range_mmbert_base_shape.json", ("summary", "groups", "encoder.attn.k", "max_abs_all"),
      12.4),
     (REFERENCE_RUN_FILE, ("placement", "bc1s_export", "on_ane"), 6930),
+    ("benchmarks/evidence/cost_calibration_mmbert_base_shape.json", ("fit", "points", 1, "predicted_ms"), 4.9),
+    ("benchmarks/evidence/long_attention_mmbert_base_shape.json", ("measured_mil_ratio",), 0.5),
 ]
 
 

@@ -38,7 +38,7 @@ def test_report_covers_every_layer_and_bucket(tiny, tiny_report):
     expected_layers = ["embeddings", *_layer_names(tiny.config), "final_norm", "head_input", "scorer", "option_logits"]
     assert set(report["layers"]) == set(expected_layers)
     for prefix in _layer_names(tiny.config):
-        common = ["attn.q", "attn.k", "attn.v", "attn.q_rope", "attn.k_rope", "attn.score_halves", "attn.scores",
+        common = ["attn.q", "attn.k", "attn.v", "attn.q_rope", "attn.k_rope", "attn.scores",
                   "attn.heads", "attn.concat", "attn.out", "attn_residual", "mlp_norm.input", "mlp_norm",
                   "mlp.input", "mlp.product", "mlp.out", "residual"]
         glu = ["mlp.gelu", "mlp.gate"] if prefix.startswith("encoder") else []
@@ -53,8 +53,8 @@ def test_report_covers_every_layer_and_bucket(tiny, tiny_report):
                  "scorer.scores", "option_logits"):
         assert name in sites, name
     # the attention modules reported their intermediates on every call (8 questions x 8 attention layers x
-    # (q, k, v and two RoPE sites; per head score halves, scores, head output; the concatenated heads))
-    assert report["attention_observations"] == 8 * 8 * (5 + 3 * 2 + 1)
+    # (q, k, v and two RoPE sites; per head scores (one full-head einsum) and head output; the concatenated heads))
+    assert report["attention_observations"] == 8 * 8 * (5 + 2 * 2 + 1)
 
 
 def test_tiny_values_positive_finite_and_no_clamp(tiny_report):

@@ -71,11 +71,13 @@ def test_two_adapters_swapped_per_call_match_their_merged_models(agent, tiny):
 
 
 def test_a_wrongly_ordered_adapter_is_caught(agent, tiny, monkeypatch):
-    """If the host skipped the half-major reordering of Q rows, outputs would leave the tolerance."""
+    """If the host put B' rows in another order than the package's Q/K rows (here: the half-major order of earlier
+    exports), outputs would leave the tolerance."""
     adapter = adapters.random_adapter(tiny.config, SPEC, seed=1, scale=SCALE * 5)
     question = _questions(tiny, 1)[0]
     good = np.asarray(agent.decide(question, adapter=adapter).option_logits)
-    monkeypatch.setattr(adapters, "half_major_rows", lambda heads, dim: torch.arange(heads * dim))
+    half_major = lambda heads, dim: torch.arange(heads * dim).reshape(heads, 2, dim // 2).transpose(0, 1).reshape(-1)
+    monkeypatch.setattr(adapters, "qk_row_order", half_major)
     bad = np.asarray(agent.decide(question, adapter=adapter).option_logits)
     assert np.abs(good - bad).max() > LOGIT_TOLERANCE
 

@@ -27,6 +27,8 @@ UPWARD = {  # (module, imported module): why it still points up the pipeline
     ("export.probe_run", "placement.compute_plan"): "probe exports, then predicts placement, in one step",
     ("export.probe_run", "placement.rules"): "probe exports, then predicts placement, in one step",
     ("export.probe_run", "placement.static_check"): "probe exports, then predicts placement, in one step",
+    ("export.attention_choice", "evidence.cost_model"): "--attention auto counts both layouts' programs",
+    ("export.attention_choice", "evidence.calibration"): "--attention auto picks the layout predicted faster",
     ("palettize.candidate", "placement.rules"): "palettize counts the LUT ops of the program it wrote",
     ("palettize.candidate", "placement.static_check"): "palettize counts the LUT ops of the program it wrote",
     ("palettize.sweep_run", "runtime"): "the sweep validates every candidate it palettizes",

@@ -9,6 +9,7 @@ import struct
 
 import numpy as np
 import pytest
+from package_fixtures import VALIDATION_REPEATS
 
 from experiments.ane_engineering import gates, tolerances, validate
 from experiments.ane_engineering.cli import run_main
@@ -20,16 +21,7 @@ from experiments.ane_engineering.validation.golden import (COMMITTED_TINY_GOLDEN
 
 LONG_QUESTIONS = {"en-choice-04", "ru-noul-01", "zh-score-03"}  # about 1,020 tokens each
 TWENTY_OPTIONS = "en-choice-03"  # 147 tokens, 20 options
-REPEATS = 12
-
-
-@pytest.fixture(scope="session")
-def validation_report(tiny_packages, tmp_path_factory):
-    packages = [tiny_packages.get("body", length)[0] for length in (96, 192, 1024)]
-    output = tmp_path_factory.mktemp("validation") / "validation.json"
-    argv = [arg for p in packages for arg in ("--package", str(p))]
-    status = validate.main(argv + ["--backend", "mil", "--repeats", str(REPEATS), "--output", str(output)])
-    return status, json.loads(output.read_text())
+REPEATS = VALIDATION_REPEATS  # validation_report (package_fixtures.py) validates with this many repeats
 
 
 def test_every_bucket_validates_through_mil_and_long_questions_are_skipped(validation_report):

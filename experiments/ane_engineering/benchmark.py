@@ -3,7 +3,10 @@
 Load and compile are timed apart from warm calls. The body alone (synthetic embeddings; component timing) and the
 full predict path through the ANEAgent (tokenization to formatted output) are timed separately, each with p50,
 p95, min, max and every raw timing. `--long` uses a real ~1,024-token fixture input. `--vs DIR2` runs two
-candidates interleaved call by call in one process and reports the per-pair ratio distribution. The evidence file
+candidates interleaved call by call in one process and reports the per-pair ratio distribution; the two may be the
+dense and the windowed attention layout of one bucket (`probe --attention`), each called with the inputs its own
+package declares. On macOS `--backend auto` pairs them on the Neural Engine (Core ML, CPU_AND_NE); that pairing is
+written against coremltools' documented MLModel API and has not been run by this project (no Mac here). The evidence file
 records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
 model's latency floor beside the measurement. Timings are of whatever backend ran: the `mil` backend is a numpy
 reference executor, not the Neural Engine. An embedding-kind package is timed the same way: the graph alone on
@@ -37,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    f"component, {full['warmup']} full path)")
     parser.add_argument("--calls", type=int, help=f"timed calls (default, as the reference run: {body['calls']} "
                                                   f"component, {full['calls']} full path)")
-    parser.add_argument("--vs", type=Path, help="second package of the same bucket, timed interleaved")
+    parser.add_argument("--vs", type=Path, help="second package of the same bucket (e.g. the other attention layout), timed "
+                                                   "interleaved call by call")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
     return parser
@@ -82,7 +86,22 @@ def cost_floor(package: Path, evidence_dir: Path) -> dict:
     from .evidence.cost_model import cost_report
 
     report = cost_report(Path(package))
-    return {**report, "package": portable_path(report["package"], evidence_dir)}
+    return {**report, "package": portable_path(report["package"], evidence_dir),
+            "calibrated": calibrated_prediction(report)}
+
+
+def calibrated_prediction(report: dict) -> dict | None:
+    """The calibrated model's body and request predictions (evidence/calibration.py) on the reference run's chip, to
+    set beside a measurement of a package of the reference model's dimensions (None for other models)."""
+    from .evidence import calibration
+    from .evidence.cost_model import reference_model_mismatches
+
+    if reference_model_mismatches((report.get("manifest") or {}).get("model_config")):
+        return None
+    chip = reference_run.chip()
+    return {"label": calibration.LABEL, "chip": chip,
+            "predicted_body_ms": calibration.predict_body_ms(report["cost"], chip),
+            "predicted_request_ms": calibration.predict_request_ms(report["cost"], chip)}
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def encode_package(checkpoint, input_ids: list[int], backend: str, package, adap
     from .decision.device_inputs import DeviceInputError, encoder_inputs
     from .decision.host import require_finite
     from .execute.backends import choose_backend
-    from .runtime import verified_package
+    from .runtime import package_layout, verified_package
 
     if package is None:
         raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")
@@ -78,7 +78,8 @@ def encode_package(checkpoint, input_ids: list[int], backend: str, package, adap
         runner.load(copy)
     length = manifest["length"]
     try:
-        inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length)
+        # the masks of the package's attention layout (dense L x L, or tile-local for windowed sliding layers)
+        inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length, package_layout(manifest))
     except DeviceInputError as error:
         raise UsageError(str(error)) from error
     inputs.update(adapter_inputs(checkpoint, manifest, adapter))

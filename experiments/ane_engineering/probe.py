@@ -19,8 +19,10 @@ from pathlib import Path
 from .buckets import DEFAULT_BUCKET
 from .checkpoint import load_checkpoint
 from .cli import add_source_argument, run_main
+from .export.attention_choice import CHOICES
 from .export.kinds import KINDS
 from .export.staging import check_output
+from .model.window_tiles import DEFAULT_TILE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lora-rank", type=int, help="export LoRA adapters as inputs with this rank (encoder/body)")
     parser.add_argument("--lora-targets", default="q,v", help="projections taking adapters: any of q,k,v (default q,v)")
     parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (default: the rank, i.e. scaling 1)")
+    parser.add_argument("--attention", choices=CHOICES, default="auto",
+                        help="layout of sliding-window layers: dense (L x L scores, masked), windowed (query tiles "
+                             "attending only to the keys their window reaches), or auto (default): dense when the "
+                             "model has no sliding layer or the window covers the bucket, else whichever layout the "
+                             "calibrated cost model predicts faster for this bucket (both predictions are recorded "
+                             "in manifest.json and probe.json)")
+    parser.add_argument("--tile", type=int, default=DEFAULT_TILE,
+                        help=f"query tile of the windowed layout (default {DEFAULT_TILE}; see ANE_MATH.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -56,9 +66,10 @@ def main(argv=None) -> int:
         lora = LoraSpec(args.lora_rank, args.lora_alpha if args.lora_alpha is not None else float(args.lora_rank),
                         tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))
     report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index, args.require_ane, allow,
-                       show_progress=not args.quiet, lora=lora)
+                       show_progress=not args.quiet, lora=lora, attention=args.attention, tile=args.tile)
     static = report["placement"]["static"]
-    print(f"{args.output}: {args.kind} L{args.length}, layout max abs {report['layout_check']['max_abs']:.3g} "
+    attention = (report.get("attention") or {}).get("layout", "dense")
+    print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs {report['layout_check']['max_abs']:.3g} "
           f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "
           f"static ANE rules: {static['violations']} violation(s), {static['warnings']} warning(s); "
           f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "

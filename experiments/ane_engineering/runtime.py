@@ -34,6 +34,7 @@ from .decision.questions import (
 from .errors import HarnessError
 from .export.manifest import ManifestError, package_path, read_manifest
 from .export.verified_copy import verified_copy
+from .model.window_tiles import AttentionLayout, LayoutError, WindowTiles
 
 
 class PackageError(HarnessError):
@@ -69,8 +70,10 @@ def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body
         expected.update(type_vectors=[1, hidden, 1, length], marker_selector=[1, length, 1, MARKER_SLOTS])
     if kind == "embedding":
         expected["pooling"] = [1, length, 1, 1]
+    layout = package_layout(manifest)
     if "sliding_attention" in checkpoint.config.encoder.layer_types:
-        expected["local_mask"] = [1, length, 1, length]
+        tiles = layout.tiles(length, checkpoint.config.encoder.window_radius)
+        expected["window_mask" if tiles else "local_mask"] = list(tiles.mask_shape()) if tiles else [1, length, 1, length]
     if manifest.get("lora"):
         layers = checkpoint.config.encoder.num_hidden_layers + (checkpoint.config.head.num_layers if kind == "body" else 0)
         stacked = layers * manifest["lora"]["rank"]
@@ -83,12 +86,38 @@ def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body
     return manifest
 
 
+def package_layout(manifest: dict) -> AttentionLayout:
+    """The attention layout a package was exported with (manifest "attention"; absent: dense)."""
+    try:
+        return AttentionLayout.from_json(manifest.get("attention"))
+    except LayoutError as error:
+        raise PackageError(f"manifest attention {manifest.get('attention')}: {error}") from error
+
+
 @contextmanager
 def verified_package(package_dir: Path, checkpoint: Checkpoint, kind: str = "body") -> Iterator[tuple[dict, Path]]:
     """(manifest, path of a private verified copy of its package): load the copy, never the directory again."""
     manifest = verify_manifest(package_dir, checkpoint, kind)
     with verified_copy(Path(package_dir), manifest) as copy:
         yield manifest, copy
+
+
+def _check_window_mask(mask: np.ndarray, num_tokens: int, length: int) -> None:
+    """The tile-local mask (1, W, nT, T): a valid query with no visible key, or a visible key outside the valid
+    tokens (padding, or the graph's own padding beyond [0, L)), would be silently misread."""
+    _, width, n_tiles, tile = mask.shape
+    radius = (width - tile) // 2
+    if width != tile + 2 * radius or n_tiles * tile < length or (n_tiles - 1) * tile >= length:
+        raise RequestError(f"window_mask of shape {mask.shape} does not tile a bucket of {length}")
+    tiles = WindowTiles(length, radius, tile)
+    visible = mask[0] == 0.0  # (W, nT, T)
+    keys = tiles.key_positions().numpy()[:, :, None]  # (W, nT, 1)
+    if (visible & ((keys < 0) | (keys >= num_tokens))).any():
+        raise RequestError("window_mask: a padding key is visible")
+    queries = tiles.query_positions().numpy()  # (nT, T)
+    empty = (~visible.any(axis=0)) & (queries < num_tokens)
+    if empty.any():
+        raise RequestError(f"window_mask: query {int(queries[empty][0])} has no valid key")
 
 
 def check_shapes_and_masks(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int) -> None:
@@ -101,6 +130,10 @@ def check_shapes_and_masks(inputs: dict[str, np.ndarray], expected_shapes: dict[
             raise RequestError(f"input {name} has shape {tuple(inputs[name].shape)}, the package needs {tuple(shape)}")
         if not np.isfinite(inputs[name]).all():
             raise RequestError(f"input {name} contains NaN or Inf")
+    if "window_mask" in inputs:
+        if not np.isin(inputs["window_mask"], (0.0, MASK_BIAS)).all():
+            raise RequestError(f"window_mask may hold only 0 and {MASK_BIAS:g}")
+        _check_window_mask(inputs["window_mask"], num_tokens, inputs["global_mask"].shape[-1])
     for name in ("global_mask", "local_mask"):
         if name not in inputs:
             continue
@@ -173,6 +206,10 @@ class PackageAgent:
     def expected_shapes(self, length: int) -> dict[str, tuple]:
         return {c["name"]: tuple(c["shape"]) for c in self.manifests[length]["io"]["inputs"]}
 
+    def layout(self, length: int) -> AttentionLayout:
+        """The attention layout of the bucket's package: the host builds the masks it takes, and only those."""
+        return package_layout(self.manifests[length])
+
 
 class ANEAgent(PackageAgent):
     """Runs decision requests on exported body packages (several buckets: the smallest that fits is used)."""
@@ -228,7 +265,7 @@ class ANEAgent(PackageAgent):
             raise RequestError(f"{len(marker_positions)} options exceed the {MARKER_SLOTS} marker slots")
         try:
             inputs = body_inputs(self.checkpoint.config, self.checkpoint.tensors, input_ids, token_types,
-                                 marker_positions, length)
+                                 marker_positions, length, self.layout(length))
         except DeviceInputError as error:
             raise RequestError(str(error)) from error
         inputs.update(self._adapter_inputs)  # LoRA packages: the current adapter, as inputs (no recompilation)

@@ -23,14 +23,15 @@ import torch
 from torch import nn
 
 from ..checkpoint.config import ModelConfig
+from ..model.window_tiles import DENSE, AttentionLayout
 from .models import bc1s_encoder, bind_inputs
 from .shapes import expect_shape
 
 
 class BC1SSentenceEmbedder(nn.Module):
-    def __init__(self, config: ModelConfig, tensors: dict, length: int):
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, attention: AttentionLayout = DENSE):
         super().__init__()
-        self.encoder = bc1s_encoder(config, tensors, length)
+        self.encoder = bc1s_encoder(config, tensors, length, attention=attention)
         self.length = length
         self.inverse_sqrt_channels = config.encoder.hidden_size ** -0.5
 

@@ -12,7 +12,7 @@ kept in (B, C, 1, S) form with the same native einsum pattern as attention:
 
 One input per target and matrix stacks every layer: lora_<t>_A (1, N*R, 1, C) and lora_<t>_B (1, C, 1, N*R); layer n
 slices its R rows / columns. The host prepares B' = (alpha / R) * B with the rows in the package's order (Q and K
-rows are half-major and Q is pre-scaled by head_dim^-0.5, see attention.py), so the graph holds no adapter constant.
+rows in attention.qk_row_order and Q pre-scaled by head_dim^-0.5, see attention.py), so the graph holds no adapter constant.
 Targets: q, k, v (the rows of Wqkv) of every transformer layer of the exported stack.
 """
 

@@ -4,7 +4,9 @@ Everything the host prepares arrives as an input of fixed shape (bucket length L
 
     embeddings      (1, C, 1, L)  token embedding rows looked up on the host (padding columns: pad-token row)
     global_mask     (1, L, 1, L)  additive, [0, key, 0, query]: 0 visible, -1e4 hidden (full-attention layers)
-    local_mask      (1, L, 1, L)  additive, same layout, sliding-window layers (only when the model has any)
+    local_mask      (1, L, 1, L)  additive, same layout, sliding-window layers (dense layout, when the model has any)
+    window_mask     (1, W, nT, T) additive tile-local mask of sliding-window layers (windowed layout; W = T + 2r,
+                                  nT = ceil(L / T): model/window_tiles.py)
     type_vectors    (1, C, 1, L)  token-type embedding rows (question / option / marker), zero at padding
     marker_selector (1, L, 1, M)  one-hot: [0, position, 0, slot] = 1 reads the score at `position` into `slot`
 
@@ -21,6 +23,7 @@ from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
+from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 from .attention import SingleHeadAttention
 from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
@@ -28,38 +31,54 @@ from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
 from .norm import ChannelLayerNorm
-from .rope import RopeHalves
+from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
+from .windowed_attention import WindowTiling
 
 
-class RopeTables:
-    """One RopeHalves per (base, heads, head size) for a fixed length, shared by every layer that uses it, so the
-    package holds each table once (and no weight blob is shared by coincidence: see reweight)."""
+class RopeCache:
+    """One RopeTables per (base, heads, head size) for a fixed length, and one HeadRotation per (heads, head size),
+    shared by every layer that uses them, so the package holds each constant once (and no weight blob is shared
+    by coincidence: see reweight)."""
 
     def __init__(self, length: int):
-        self.length, self.tables = length, {}
+        self.length, self.tables, self.rotations = length, {}, {}
 
-    def get(self, theta: float, head_dim: int, num_heads: int) -> RopeHalves:
+    def get(self, theta: float, head_dim: int, num_heads: int) -> RopeTables:
         key = (theta, head_dim, num_heads)
         if key not in self.tables:
-            self.tables[key] = RopeHalves(theta, head_dim, num_heads, self.length)
+            rotation = self.rotations.setdefault((num_heads, head_dim), HeadRotation(num_heads, head_dim))
+            self.tables[key] = RopeTables(theta, head_dim, num_heads, self.length, rotation)
         return self.tables[key]
 
 
+def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) -> WindowTiling | None:
+    """The shared tiling of a windowed export's sliding layers; None for the dense layout."""
+    if not attention.windowed:
+        return None
+    enc = config.encoder
+    if is_bert(config) or "sliding_attention" not in enc.layer_types:
+        raise LayoutError("the windowed attention layout tiles sliding-window layers; this checkpoint has none "
+                          "(export it with the dense layout)")
+    return WindowTiling(attention.tiles(length, enc.window_radius), enc.hidden_size)
+
+
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeTables | None = None) -> nn.Module:
+                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None) -> nn.Module:
     if is_bert(config):
         return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
-    ropes = ropes or RopeTables(length)
+    ropes = ropes or RopeCache(length)
     prefix = f"layers.{index}"
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
-    attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length)
+    sliding = enc.layer_types[index] == "sliding_attention"
+    attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
+                                    tiling if sliding else None)
     ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
 
 
-def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeTables) -> BC1SLayer:
+def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
@@ -87,22 +106,27 @@ class BC1SEncoder(nn.Module):
     """Embedding norm -> all encoder layers -> final norm. Works for an encoder-only ModernBERT checkpoint.
     With a LoraSpec, the Q/K/V projections of every layer also take adapter inputs (lora.py)."""
 
-    def __init__(self, config: ModelConfig, tensors: dict, length: int, ropes: RopeTables | None = None,
-                 lora: LoraSpec | None = None, lora_layers: int | None = None):
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, ropes: RopeCache | None = None,
+                 lora: LoraSpec | None = None, lora_layers: int | None = None, attention: AttentionLayout = DENSE):
         super().__init__()
         enc = config.encoder
-        ropes = ropes or RopeTables(length)
+        ropes = ropes or RopeCache(length)
         self.hidden, self.length = enc.hidden_size, length
         self.layer_types = enc.layer_types
         self.has_local = "sliding_attention" in enc.layer_types
+        self.attention = attention
+        tiling = window_tiling(config, length, attention)
+        self.local_mask_name = "window_mask" if tiling is not None else "local_mask"
+        self.local_mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
-        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes) for n in range(enc.num_hidden_layers))
+        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling)
+                                    for n in range(enc.num_hidden_layers))
         self.final_norm = ChannelLayerNorm.from_tensors(tensors, "final_norm", enc.norm_eps)
         self.lora = lora
         self.lora_layers = lora_layers or enc.num_hidden_layers  # layers sharing the stacked adapter inputs
 
     def input_names(self) -> list[str]:
-        names = ["embeddings", "global_mask"] + (["local_mask"] if self.has_local else [])
+        names = ["embeddings", "global_mask"] + ([self.local_mask_name] if self.has_local else [])
         return names + (self.lora.input_names() if self.lora else [])
 
     def lora_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -120,12 +144,12 @@ class BC1SEncoder(nn.Module):
         expect_shape("embeddings", inputs["embeddings"], (1, c, 1, length))
         expect_shape("global_mask", inputs["global_mask"], (1, length, 1, length))
         if self.has_local:
-            expect_shape("local_mask", inputs["local_mask"], (1, length, 1, length))
+            expect_shape(self.local_mask_name, inputs[self.local_mask_name], self.local_mask_shape)
         for name, shape in self.lora_shapes().items():
             expect_shape(name, inputs[name], shape)
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
-            mask = inputs["local_mask"] if layer_type == "sliding_attention" else inputs["global_mask"]
+            mask = inputs[self.local_mask_name] if layer_type == "sliding_attention" else inputs["global_mask"]
             x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L)
         return self.final_norm(x)  # (1, C, 1, L)
 
@@ -133,11 +157,13 @@ class BC1SEncoder(nn.Module):
         return self.encode(bind_inputs(self.input_names(), args, kwargs))  # (1, C, 1, L)
 
 
-def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeTables | None = None,
-                 lora: LoraSpec | None = None, lora_layers: int | None = None) -> nn.Module:
+def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeCache | None = None,
+                 lora: LoraSpec | None = None, lora_layers: int | None = None,
+                 attention: AttentionLayout = DENSE) -> nn.Module:
     """The BC1S encoder of the family config.json names: ModernBERT (BC1SEncoder) or BERT (bert.py)."""
     if not is_bert(config):
-        return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers)
+        return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers, attention)
+    window_tiling(config, length, attention)  # refuses a windowed layout: BERT has no sliding layers
     if lora is not None:
         raise ModelInputError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); this "
                               "checkpoint is a BERT encoder")
@@ -148,15 +174,16 @@ class BC1SBody(nn.Module):
     """The whole on-device part: encoder, token types, decision-head layers, scorer, one-hot marker read-out.
     With a LoraSpec, every transformer layer (encoder layers, then head layers) takes adapter inputs."""
 
-    def __init__(self, config: ModelConfig, tensors: dict, length: int, lora: LoraSpec | None = None):
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, lora: LoraSpec | None = None,
+                 attention: AttentionLayout = DENSE):
         super().__init__()
         if config.head is None:
             raise ModelInputError("kind 'body' needs a decision head; this checkpoint is encoder-only (use kind 'encoder')")
         if config.head.max_markers != MARKER_SLOTS:
             raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
-        ropes = RopeTables(length)
+        ropes = RopeCache(length)
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
-        self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers)
+        self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers, attention)
         self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
@@ -213,10 +240,14 @@ class BC1SMLPBlock(nn.Module):
 class BC1SLayerBlock(nn.Module):
     """One full encoder layer; its mask is the one its layer type uses."""
 
-    def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0):
+    def __init__(self, config: ModelConfig, tensors: dict, length: int, index: int = 0,
+                 attention: AttentionLayout = DENSE):
         super().__init__()
-        self.layer = encoder_layer(config, tensors, index, length)
-        self.mask_name = "local_mask" if config.encoder.layer_types[index] == "sliding_attention" else "global_mask"
+        sliding = config.encoder.layer_types[index] == "sliding_attention"
+        tiling = window_tiling(config, length, attention) if sliding else None
+        self.layer = encoder_layer(config, tensors, index, length, tiling=tiling)
+        self.mask_name = ("window_mask" if tiling is not None else "local_mask") if sliding else "global_mask"
+        self.mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.hidden, self.length = config.encoder.hidden_size, length
 
     def input_names(self) -> list[str]:
@@ -224,5 +255,5 @@ class BC1SLayerBlock(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
-        expect_shape(self.mask_name, mask, (1, self.length, 1, self.length))
+        expect_shape(self.mask_name, mask, self.mask_shape)
         return self.layer(hidden_states, mask)  # (1, C, 1, L)

@@ -1,41 +1,60 @@
 """ANE principle: stay 4D, avoid concat, and do elementwise work once per layer rather than once per head.
 
-RoPE rotates the two halves of each head against each other:
+RoPE, exactly as transformers writes it, per head of D channels [first half | second half]:
 
-    first'  = first * cos - second * sin
-    second' = second * cos + first * sin
+    x' = x * cos + rotate_half(x) * sin,      rotate_half([x1 | x2]) = [-x2 | x1]
 
-which is exactly x * cos + rotate_half(x) * sin written per half, with the original cos/sin and bases. The Q and K
-projections emit their rows half-major (every head's first half, then every head's second half; see attention.py),
-so one rotation with the tables tiled over heads covers all heads at once. The halves are never concatenated back:
-attention scores are the sum of the two halves' dot products.
+with the original cos/sin and bases (each table repeated over both halves). Q and K keep the checkpoint's
+head-major row order, so each head's D channels are contiguous and one einsum per head contracts all D of them
+(attention.py). rotate_half is a fixed signed permutation within each head: a 1x1 conv with groups = H whose
+(D x D) block holds -1 at [i, i + D/2] and +1 at [i + D/2, i]. It is exact: every output is one input times +-1
+plus exact zeros. One conv, two multiplies and one add rotate all heads of a layer; no slice and no concat.
+(The block costs 2 * D multiply-adds per element, D/C of a full projection; folding rotate_half into the
+projection weights instead would cost a second C x C projection.)
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..model.rope import half_tables
 
 
-class RopeHalves(nn.Module):
-    """cos/sin for one fixed length, tiled over heads: query layout (1, H*D/2, 1, L), key layout (1, L, 1, H*D/2)."""
+def rotate_half_blocks(num_heads: int, head_dim: int) -> torch.Tensor:
+    """(H*D, D, 1, 1) weight of the grouped 1x1 conv computing rotate_half on every head."""
+    half = head_dim // 2
+    block = torch.zeros(head_dim, head_dim)
+    block[torch.arange(half), torch.arange(half) + half] = -1.0  # out first half = -x2
+    block[torch.arange(half) + half, torch.arange(half)] = 1.0  # out second half = x1
+    return block.repeat(num_heads, 1).reshape(num_heads * head_dim, head_dim, 1, 1).contiguous()
 
-    def __init__(self, theta: float, head_dim: int, num_heads: int, length: int):
+
+class HeadRotation(nn.Module):
+    """rotate_half on every head of (1, H*D, 1, S) as one grouped 1x1 conv. One instance per (H, D) is shared by
+    every layer, so the package holds the constant once."""
+
+    def __init__(self, num_heads: int, head_dim: int):
+        super().__init__()
+        self.num_heads = num_heads
+        self.register_buffer("weight", rotate_half_blocks(num_heads, head_dim))  # (H*D, D, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight, groups=self.num_heads)  # (1, H*D, 1, S)
+
+
+class RopeTables(nn.Module):
+    """cos/sin for one fixed length, repeated over both halves of every head: (1, H*D, 1, L) each."""
+
+    def __init__(self, theta: float, head_dim: int, num_heads: int, length: int, rotation: HeadRotation):
         super().__init__()
         cos, sin = half_tables(theta, head_dim, torch.arange(length))  # (L, D/2)
-        cos, sin = cos.repeat(1, num_heads), sin.repeat(1, num_heads)  # (L, H*D/2): head h uses columns h*D/2..
-        half = num_heads * head_dim // 2
-        self.register_buffer("cos_q", cos.T.reshape(1, half, 1, length).contiguous())  # (1, H*D/2, 1, L)
-        self.register_buffer("sin_q", sin.T.reshape(1, half, 1, length).contiguous())  # (1, H*D/2, 1, L)
-        self.register_buffer("cos_k", cos.reshape(1, length, 1, half).contiguous())  # (1, L, 1, H*D/2)
-        self.register_buffer("sin_k", sin.reshape(1, length, 1, half).contiguous())  # (1, L, 1, H*D/2)
+        cos, sin = cos.repeat(1, 2 * num_heads), sin.repeat(1, 2 * num_heads)  # (L, H*D): channel c uses c mod D/2
+        channels = num_heads * head_dim
+        self.register_buffer("cos", cos.T.reshape(1, channels, 1, length).contiguous())  # (1, H*D, 1, L)
+        self.register_buffer("sin", sin.T.reshape(1, channels, 1, length).contiguous())  # (1, H*D, 1, L)
+        self.rotation = rotation
 
-    def rotate_query(self, first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return (first * self.cos_q - second * self.sin_q,  # (1, H*D/2, 1, L)
-                second * self.cos_q + first * self.sin_q)  # (1, H*D/2, 1, L)
-
-    def rotate_key(self, first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return (first * self.cos_k - second * self.sin_k,  # (1, L, 1, H*D/2)
-                second * self.cos_k + first * self.sin_k)  # (1, L, 1, H*D/2)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.cos + self.rotation(x) * self.sin  # (1, H*D, 1, L)

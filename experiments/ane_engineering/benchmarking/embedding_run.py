@@ -21,7 +21,7 @@ def synthetic_embedding_inputs(checkpoint: Checkpoint, agent: EmbeddingAgent, le
     inputs = {"embeddings": rng.standard_normal((1, checkpoint.config.encoder.hidden_size, 1, length)),  # (1, C, 1, L)
               "global_mask": np.zeros((1, length, 1, length)),  # (1, L, 1, L): every key visible
               "pooling": np.full((1, length, 1, 1), 1.0 / length)}  # (1, L, 1, 1)
-    if "local_mask" in agent.expected_shapes(length):
+    if {"local_mask", "window_mask"} & set(agent.expected_shapes(length)):
         raise BenchmarkError("synthetic embedding inputs are built for full-attention encoders only")
     return {name: value.astype(np.float16) for name, value in inputs.items()}
 

@@ -5,6 +5,9 @@
 - full path: an ANEAgent request from tokenization to formatted output on a real fixture question (with
   `long`, a real ~1,024-token input, never a short one padded);
 - paired (`vs`): two candidates interleaved call by call in one process, with the per-pair ratio distribution.
+  The two may differ in attention layout (`probe --attention dense|windowed`): each body is called with the masks
+  of its own layout, each request builds its own (the ANEAgent), and the evidence records both layouts. On macOS
+  the default backend is Core ML on the Neural Engine (CPU_AND_NE); this project has not run that pairing on a Mac.
 """
 
 from __future__ import annotations
@@ -12,14 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from .. import reference_run
 from ..checkpoint import Checkpoint
+from ..decision.device_inputs import device_masks
 from ..decision.questions import encode_question, load_questions
 from ..errors import HarnessError
-from .. import reference_run
 from ..evidence.provenance import harness_fingerprint, machine, tool_versions
-from ..model.masks import additive_bc1s
+from ..model.window_tiles import DENSE, AttentionLayout
 from ..runtime import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
 
@@ -39,22 +42,22 @@ class BenchmarkError(HarnessError):
     pass
 
 
-def synthetic_body_inputs(checkpoint: Checkpoint, length: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random N(0, 1) embeddings, every position valid, four active marker slots: the body's full workload."""
+def synthetic_body_inputs(checkpoint: Checkpoint, length: int, seed: int = 0,
+                          attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
+    """Random N(0, 1) embeddings, every position valid, four active marker slots: the body's full workload. The
+    masks are those of the package's attention layout (device_masks)."""
     config = checkpoint.config
     rng = np.random.default_rng(seed)
     hidden = config.encoder.hidden_size
-    valid = torch.ones(1, length, dtype=torch.bool)
     inputs = {
         "embeddings": rng.standard_normal((1, hidden, 1, length)).astype(np.float16),  # (1, C, 1, L)
-        "global_mask": additive_bc1s(valid, None).numpy().astype(np.float16),  # (1, L, 1, L)
         "type_vectors": np.zeros((1, hidden, 1, length), dtype=np.float16),  # (1, C, 1, L)
         "marker_selector": np.zeros((1, length, 1, 32), dtype=np.float16),  # (1, L, 1, 32)
     }
     for slot in range(4):
         inputs["marker_selector"][0, 1 + 2 * slot, 0, slot] = 1.0
-    if "sliding_attention" in config.encoder.layer_types:
-        inputs["local_mask"] = additive_bc1s(valid, config.encoder.window_radius).numpy().astype(np.float16)
+    masks = device_masks(config, length, length, attention)  # global_mask (1, L, 1, L), local or window mask
+    inputs.update({name: mask.astype(np.float16) for name, mask in masks.items()})
     return inputs
 
 
@@ -88,7 +91,7 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
     agent = ANEAgent([package], checkpoint, backend)
     (length,) = agent.lengths
     question, tokens = pick_question(checkpoint, length, long)
-    synthetic = synthetic_body_inputs(checkpoint, length)
+    synthetic = synthetic_body_inputs(checkpoint, length, attention=agent.layout(length))
     device = agent.backends[length]
 
     def body_call(runner=device):
@@ -112,13 +115,15 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
         other = ANEAgent([vs], checkpoint, backend)
         if other.lengths != agent.lengths:
             raise BenchmarkError(f"--vs package has bucket {other.lengths}, the first has {agent.lengths}")
-        a, b = paired_calls(body_call, lambda: other.backends[length].predict(synthetic),
+        other_inputs = synthetic_body_inputs(checkpoint, length, attention=other.layout(length))  # its own masks
+        a, b = paired_calls(body_call, lambda: other.backends[length].predict(other_inputs),
                             component["warmup"], component["calls"])
         fa, fb = paired_calls(lambda: agent.decide(question, length), lambda: other.decide(question, length),
                               full_path["warmup"], full_path["calls"])
         result["vs"] = {
             "what": "two candidates interleaved call by call in one process (ABBA order); ratio = second / first",
             "first": result["package"], "second": package_record(other, length),
+            "attention": {"first": agent.layout(length).to_json(), "second": other.layout(length).to_json()},
             "component": {"first": summarize(a), "second": summarize(b), "ratio": ratio_summary(a, b)},
             "full_path": {"first": summarize(fa), "second": summarize(fb), "ratio": ratio_summary(fa, fb)},
         }

@@ -23,7 +23,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..bc1s.attention import half_major_rows
+from ..bc1s.attention import qk_row_order
 from ..bc1s.lora import LoraSpec, LoraSpecError
 from ..checkpoint import Checkpoint
 from ..checkpoint.config import ModelConfig
@@ -153,7 +153,7 @@ def _heads(config: ModelConfig, prefix: str) -> int:
 
 def device_inputs(config: ModelConfig, adapter: Adapter, kind: str = "body") -> dict[str, np.ndarray]:
     """lora_<t>_A (1, N*R, 1, C) and lora_<t>_B (1, C, 1, N*R): B' = (alpha/R) * B in the package's row order
-    (Q and K half-major; Q also times head_dim^-0.5), as the graph expects (bc1s/lora.py)."""
+    (qk_row_order for Q and K; Q also times head_dim^-0.5), as the graph expects (bc1s/lora.py)."""
     c, spec = config.encoder.hidden_size, adapter.spec
     out = {}
     for t in spec.targets:
@@ -163,7 +163,7 @@ def device_inputs(config: ModelConfig, adapter: Adapter, kind: str = "body") -> 
             b = adapter.tensors[f"{prefix}.attn.{t}.lora_B"] * spec.scaling  # (C, R)
             heads = _heads(config, prefix)
             if t in ("q", "k"):
-                b = b[half_major_rows(heads, c // heads)]
+                b = b[qk_row_order(heads, c // heads)]
             if t == "q":
                 b = b * (c // heads) ** -0.5
             a_blocks.append(a)

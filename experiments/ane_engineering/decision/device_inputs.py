@@ -2,7 +2,9 @@
 
 The embedding table (256,000 x 768 for mmBERT) stays on the host; only the rows of the request's tokens are
 looked up (for BERT: word, token-type and position rows, summed on the host). Padding columns get the pad token's row (their values never reach a valid token: keys at padding are
-masked). Masks are finite additive biases in the score layout [0, key, 0, query] (see model/masks.py).
+masked). Masks are finite additive biases in the score layout [0, key, 0, query] (see model/masks.py); a package
+exported with the windowed layout takes a tile-local mask for its sliding layers instead of the L x L local mask
+(model/window_tiles.py), and the host builds only the masks the package's layout needs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..errors import HarnessError
 from ..model.masks import additive_bc1s
+from ..model.window_tiles import DENSE, AttentionLayout, WindowTiles, additive_window
 
 
 class DeviceInputError(HarnessError):
@@ -25,13 +28,27 @@ class DeviceInputError(HarnessError):
 
 
 @lru_cache(maxsize=128)
-def _masks(length: int, num_tokens: int, window_radius: int | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """The additive masks depend only on the bucket, the token count and the window: built once, then copied."""
+def _masks(length: int, num_tokens: int, window_radius: int | None, tile: int | None) -> dict[str, np.ndarray]:
+    """The additive masks depend only on the bucket, the token count, the window and the layout: built once, then
+    copied. global_mask (1, L, 1, L) always; with sliding layers, local_mask (1, L, 1, L) for the dense layout or
+    window_mask (1, W, nT, T) for the windowed one (tile given)."""
     valid = torch.zeros(1, length, dtype=torch.bool)
     valid[0, :num_tokens] = True
-    global_mask = additive_bc1s(valid, None).numpy()  # (1, L, 1, L)
-    local_mask = None if window_radius is None else additive_bc1s(valid, window_radius).numpy()  # (1, L, 1, L)
-    return global_mask, local_mask
+    masks = {"global_mask": additive_bc1s(valid, None).numpy()}  # (1, L, 1, L)
+    if window_radius is not None and tile is None:
+        masks["local_mask"] = additive_bc1s(valid, window_radius).numpy()  # (1, L, 1, L)
+    elif window_radius is not None:
+        masks["window_mask"] = additive_window(WindowTiles(length, window_radius, tile), num_tokens).numpy()  # (1, W, nT, T)
+    return masks
+
+
+def device_masks(config: ModelConfig, length: int, num_tokens: int, attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
+    """Copies of the additive masks a package of this config, bucket and attention layout takes."""
+    enc = config.encoder
+    has_local = not is_bert(config) and "sliding_attention" in enc.layer_types
+    masks = _masks(length, num_tokens, enc.window_radius if has_local else None,
+                   attention.tile if has_local and attention.windowed else None)
+    return {name: mask.copy() for name, mask in masks.items()}  # copies: callers may edit their inputs
 
 
 def embedding_rows(config: ModelConfig, tensors: dict, ids: torch.Tensor) -> torch.Tensor:
@@ -46,8 +63,10 @@ def embedding_rows(config: ModelConfig, tensors: dict, ids: torch.Tensor) -> tor
     return rows + tensors["embeddings.position_embeddings.weight"][:length]  # (L, C)
 
 
-def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tuple[int, ...], length: int) -> dict[str, np.ndarray]:
-    """embeddings (1, C, 1, L), global_mask (1, L, 1, L) and, with sliding layers, local_mask (1, L, 1, L)."""
+def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tuple[int, ...], length: int,
+                   attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
+    """embeddings (1, C, 1, L), global_mask (1, L, 1, L) and, with sliding layers, local_mask (1, L, 1, L) or (windowed
+    layout) window_mask (1, W, nT, T)."""
     enc = config.encoder
     n = len(input_ids)
     if n == 0:
@@ -60,23 +79,18 @@ def encoder_inputs(config: ModelConfig, tensors: dict, input_ids: list[int] | tu
     ids = torch.full((length,), enc.pad_token_id, dtype=torch.long)
     ids[:n] = torch.tensor(list(input_ids), dtype=torch.long)
     rows = embedding_rows(config, tensors, ids)  # (L, C): only the needed rows
-    has_local = "sliding_attention" in enc.layer_types
-    global_mask, local_mask = _masks(length, n, enc.window_radius if has_local else None)
-    out = {
-        "embeddings": rows.T.reshape(1, enc.hidden_size, 1, length).numpy().astype(np.float32),  # (1, C, 1, L)
-        "global_mask": global_mask.copy(),  # (1, L, 1, L); a copy: callers may edit their inputs
-    }
-    if has_local:
-        out["local_mask"] = local_mask.copy()  # (1, L, 1, L)
+    out = {"embeddings": rows.T.reshape(1, enc.hidden_size, 1, length).numpy().astype(np.float32)}  # (1, C, 1, L)
+    out.update(device_masks(config, length, n, attention))
     return out
 
 
-def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, marker_positions, length: int) -> dict[str, np.ndarray]:
+def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, marker_positions, length: int,
+                attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
     """encoder_inputs plus type_vectors (1, C, 1, L) and the one-hot marker_selector (1, L, 1, MARKER_SLOTS)."""
     head = config.head
     if head is None:
         raise DeviceInputError("body inputs need a decision head")
-    out = encoder_inputs(config, tensors, input_ids, length)
+    out = encoder_inputs(config, tensors, input_ids, length, attention)
     n = len(input_ids)
     if len(token_types) != n:
         raise DeviceInputError(f"{len(token_types)} token types for {n} tokens")
@@ -97,9 +111,10 @@ def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, mark
     return out
 
 
-def embedding_inputs(config: ModelConfig, tensors: dict, input_ids, length: int) -> dict[str, np.ndarray]:
+def embedding_inputs(config: ModelConfig, tensors: dict, input_ids, length: int,
+                     attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
     """encoder_inputs plus the mean-pooling weights (1, L, 1, 1): 1/n at the n valid columns, exact 0 at padding."""
-    out = encoder_inputs(config, tensors, input_ids, length)
+    out = encoder_inputs(config, tensors, input_ids, length, attention)
     pooling = np.zeros((1, length, 1, 1), dtype=np.float32)  # (1, L, 1, 1)
     pooling[0, :len(input_ids), 0, 0] = 1.0 / len(input_ids)
     out["pooling"] = pooling

@@ -31,7 +31,8 @@ class EmbeddingAgent(PackageAgent):
         """(unit embedding (C,) float32 as the package returned it, bucket used)."""
         bucket = self.bucket_for(len(input_ids), length)
         try:
-            inputs = embedding_inputs(self.checkpoint.config, self.checkpoint.tensors, input_ids, bucket)
+            inputs = embedding_inputs(self.checkpoint.config, self.checkpoint.tensors, input_ids, bucket,
+                                      self.layout(bucket))
         except DeviceInputError as error:
             raise RequestError(str(error)) from error
         check_shapes_and_masks(inputs, self.expected_shapes(bucket), len(input_ids))

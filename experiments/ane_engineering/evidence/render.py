@@ -25,7 +25,6 @@ from pathlib import Path
 from .. import reference_run
 from .ledger import Evidence, Figure, Ledger, ReportError, check_report
 
-
 REPOSITORY = Path(__file__).resolve().parents[3]
 REFERENCE_RUN_FILE = reference_run.PATH.relative_to(REPOSITORY).as_posix()  # where a repository keeps it
 
@@ -57,8 +56,8 @@ def section_probe(ledger: Ledger, root: Path) -> list[str]:
     if not probes:
         return []
     lines = ["## Export and placement (probe)", "",
-             "Static ANE rules are a prediction (no Core ML compute plan runs off macOS); the layout check compares "
-             "the BC1S model with the reference in FP32.", "",
+             ("Static ANE rules are a prediction (no Core ML compute plan runs off macOS); the layout check compares "
+             "the BC1S model with the reference in FP32."), "",
              "| bucket | non-constant ops | static violations | warnings | layout max abs | convert (s) | evidence |",
              "|---|---|---|---|---|---|---|"]
     for ev in probes:
@@ -68,8 +67,8 @@ def section_probe(ledger: Ledger, root: Path) -> list[str]:
                      f"{ev.fig('layout_check', 'max_abs', fmt='num3')} | "
                      f"{ev.fig('export', 'convert_seconds', fmt='.1f')} | {link(ev)} |")
     first = probes[0]
-    lines += ["", f"Source weights `{first.value('source', 'weights_sha256')[:16]}`, harness "
-                  f"`{first.value('harness', 'sha256')[:16]}`.", ""]
+    lines += ["", (f"Source weights `{first.value('source', 'weights_sha256')[:16]}`, harness "
+                  f"`{first.value('harness', 'sha256')[:16]}`."), ""]
     return lines
 
 
@@ -79,12 +78,12 @@ def section_validation(ledger: Ledger, root: Path) -> list[str]:
         return []
     mode = ev.fig("backend", "mode") if "mode" in ev.value("backend") else "-"
     lines = ["## Validation against FP32 golden outputs", "",
-             f"Backend `{ev.value('backend', 'backend')}` ({mode}); gate: every argmax matches, probability errors <= "
+             (f"Backend `{ev.value('backend', 'backend')}` ({mode}); gate: every argmax matches, probability errors <= "
              f"{ev.fig('gates', 'probability_error_max')}, finite, token usage unchanged, "
              f"{ev.fig('gates', 'repeats', fmt='d')} repeated calls identical. Evidence: {link(ev)}; passed: "
-             f"**{ev.value('passed')}**.", "",
-             "| bucket | passed / evaluated | skipped (unvalidated) | max calibrated err | max action prob err | "
-             "max option-logit err | max action-logit err | repeats identical |",
+             f"**{ev.value('passed')}**."), "",
+             ("| bucket | passed / evaluated | skipped (unvalidated) | max calibrated err | max action prob err | "
+             "max option-logit err | max action-logit err | repeats identical |"),
              "|---|---|---|---|---|---|---|---|"]
     for length in ev.value("summary"):
         row = ("summary", length)
@@ -95,9 +94,9 @@ def section_validation(ledger: Ledger, root: Path) -> list[str]:
                      f"{ev.fig(*row, 'max_option_logit_error', fmt='num5')} | "
                      f"{ev.fig(*row, 'max_action_logit_error', fmt='num5')} | {ev.value(*row, 'repeats', 'identical')} |")
     if ev.value("cross_bucket"):
-        lines += ["", f"Cross-bucket consistency: {ev.fig('cross_bucket', 'questions_in_several_buckets', fmt='d')} "
+        lines += ["", (f"Cross-bucket consistency: {ev.fig('cross_bucket', 'questions_in_several_buckets', fmt='d')} "
                       f"questions fit several buckets, {ev.fig('cross_bucket', 'disagreements', fmt='len')} "
-                      "disagreements."]
+                      "disagreements.")]
     return lines + [""]
 
 
@@ -121,11 +120,11 @@ def section_benchmarks(ledger: Ledger, root: Path) -> list[str]:
         return []
     chip = reference_run.chip()
     lines = ["## Timings", "",
-             "Measured on the backend named in each row. The `mil` backend is the project's numpy executor on the "
+             ("Measured on the backend named in each row. The `mil` backend is the project's numpy executor on the "
              "build machine's CPU, not the Neural Engine: its timings show relative cost only. The cost-model floor "
-             "is the predicted minimum on the named chip's Neural Engine.", "",
-             "| evidence | bucket | backend | load (s) | body p50 / p95 (ms) | full path p50 / p95 (ms) | request | "
-             f"floor {chip} (ms) |",
+             "is the predicted minimum on the named chip's Neural Engine."), "",
+             ("| evidence | bucket | backend | load (s) | body p50 / p95 (ms) | full path p50 / p95 (ms) | request | "
+             f"floor {chip} (ms) |"),
              "|---|---|---|---|---|---|---|---|"]
     pairs = []
     for ev in (ledger.open(path) for path in files):
@@ -147,10 +146,10 @@ def section_benchmarks(ledger: Ledger, root: Path) -> list[str]:
         else:
             candidate = "uncompressed"
         ratio = ("vs", "component", "ratio")
-        lines += ["", f"Paired in one process ({link(ev)}): second candidate {candidate} over the FP16 package, "
+        lines += ["", (f"Paired in one process ({link(ev)}): second candidate {candidate} over the FP16 package, "
                       f"per-pair time ratio p50 {ev.fig(*ratio, 'p50', fmt='.3f')} (p05 "
                       f"{ev.fig(*ratio, 'p05', fmt='.3f')}, p95 {ev.fig(*ratio, 'p95', fmt='.3f')}) for the body and "
-                      f"{ev.fig('vs', 'full_path', 'ratio', 'p50', fmt='.3f')} for the full path."]
+                      f"{ev.fig('vs', 'full_path', 'ratio', 'p50', fmt='.3f')} for the full path.")]
     return lines + [""]
 
 
@@ -174,8 +173,8 @@ def render_directory(root: Path, title: str = "ANE benchmarks") -> Rendered:
     """The report of one reproduce directory (or any directory laid out the same way); links start from `root`."""
     ledger = Ledger(root)
     header = [f"# {title}", "",
-              "Rendered from the evidence JSON files linked in each section; nothing here is typed by hand. "
-              "Regenerate with `python -m experiments.ane_engineering.reproduce`.", ""]
+              ("Rendered from the evidence JSON files linked in each section; nothing here is typed by hand. "
+              "Regenerate with `python -m experiments.ane_engineering.reproduce`."), ""]
     text, figures = ledger.finish("\n".join(header + _run_sections(ledger, root)).rstrip() + "\n")
     return Rendered(text, figures)
 
@@ -184,11 +183,11 @@ def render_directory(root: Path, title: str = "ANE benchmarks") -> Rendered:
 
 def section_full_export(ev: Evidence) -> list[str]:
     lines = ["### Export (probe) at full size", "",
-             f"Each export in a fresh process; evidence {link(ev)}, {_harness(ev)}. Goal: at most "
+             (f"Each export in a fresh process; evidence {link(ev)}, {_harness(ev)}. Goal: at most "
              f"{ev.fig('goal', 'convert_seconds_max')} s and {ev.fig('goal', 'peak_rss_bytes_max', fmt='/GiB:.0f')} "
-             f"GiB per conversion on a {ev.fig('machine', 'cpu_count', fmt='d')}-core machine.", "",
-             "| bucket | trace + convert (s) | save (s) | peak RSS (GiB) | non-constant ops | static violations | "
-             "layout max abs | package |", "|---|---|---|---|---|---|---|---|"]
+             f"GiB per conversion on a {ev.fig('machine', 'cpu_count', fmt='d')}-core machine."), "",
+             ("| bucket | trace + convert (s) | save (s) | peak RSS (GiB) | non-constant ops | static violations | "
+             "layout max abs | package |"), "|---|---|---|---|---|---|---|---|"]
     for index, run in enumerate(ev.value("runs")):
         row = ("runs", index)
         lines.append(f"| {ev.fig(*row, 'length', fmt='d')} | {ev.fig(*row, 'convert_seconds', fmt='.1f')} | "
@@ -202,11 +201,11 @@ def section_cost_model(ev: Evidence) -> list[str]:
     check = ("reference_check",)
     chip = ev.value(*check, "chip")
     lines = ["### Cost model and the reference run", "",
-             f"{ev.fig('label')}. Evidence {link(ev)}, {_harness(ev)}. Chip figures and their sources are in the "
+             (f"{ev.fig('label')}. Evidence {link(ev)}, {_harness(ev)}. Chip figures and their sources are in the "
              "evidence (`chips`); the floor is max(FLOPs / peak FP16 rate, bytes every call must move / bandwidth); "
-             "the unfused estimate assumes every op round-trips memory.", "",
-             f"| bucket | GFLOP | compulsory MB | unfused MB | floor {chip} (ms) | bound | unfused estimate (ms) | "
-             "L x L einsum share of FLOPs | L x L ops share of bytes |", "|---|---|---|---|---|---|---|---|---|"]
+             "the unfused estimate assumes every op round-trips memory."), "",
+             (f"| bucket | GFLOP | compulsory MB | unfused MB | floor {chip} (ms) | bound | unfused estimate (ms) | "
+             "L x L einsum share of FLOPs | L x L ops share of bytes |"), "|---|---|---|---|---|---|---|---|---|"]
     for index, summary in enumerate(ev.value("summary")):
         if summary["chip"] != chip:
             continue
@@ -225,8 +224,8 @@ def _reference_run_lines(cost: Evidence) -> list[str]:
     measurements = {m["id"]: i for i, m in enumerate(ref.value("timings", "measurements"))}
     machine, software = ("machine",), ("software",)
     tools = ", ".join(f"{name} {ref.fig(*software, name)}" for name in ref.value(*software))
-    lines = [f"The {ref.fig('provenance', 'citation')} (Apple {ref.fig(*machine, 'chip')}, {ref.fig(*machine, 'os')}, "
-             f"{tools}; not measured by this project; its figures: {link(ref)}), beside the floor:", "",
+    lines = [(f"The {ref.fig('provenance', 'citation')} (Apple {ref.fig(*machine, 'chip')}, {ref.fig(*machine, 'os')}, "
+             f"{tools}; not measured by this project; its figures: {link(ref)}), beside the floor:"), "",
              "| measurement | measured (ms) | floor (ms) | measured / floor | measured / unfused estimate |",
              "|---|---|---|---|---|"]
     for index, row in enumerate(cost.value("reference_check", "rows")):
@@ -240,34 +239,34 @@ def _reference_run_lines(cost: Evidence) -> list[str]:
                      f"{cost.fig(*at, 'ratio_to_unfused_floor', fmt='.2f')} |")
     bxlxc, bc1s = ("placement", "bxlxc_export"), ("placement", "bc1s_export")
     mlx = ("timings", "mlx")
-    lines += ["", f"Also reported by that run: {ref.fig(*bxlxc, 'what')} put all {ref.fig(*bxlxc, 'on_cpu', fmt='d')} "
+    lines += ["", (f"Also reported by that run: {ref.fig(*bxlxc, 'what')} put all {ref.fig(*bxlxc, 'on_cpu', fmt='d')} "
                   f"assigned ops on the CPU; {ref.fig(*bc1s, 'what')} put all {ref.fig(*bc1s, 'on_ane', fmt='d')} "
                   f"non-constant ops on the ANE; its layout check ({ref.fig('layout_check', 'what')}) differed by at "
                   f"most {ref.fig('layout_check', 'max_abs', fmt='num3')}; {ref.fig(*mlx, 'what')}: "
-                  f"{ref.fig(*mlx, 'p50_ms', fmt='.2f')} ms.", ""]
+                  f"{ref.fig(*mlx, 'p50_ms', fmt='.2f')} ms."), ""]
     return lines
 
 
 def section_executor(ev: Evidence) -> list[str]:
     alone = ("executor_alone",)
     return ["### The mil executor at full size", "",
-            f"Body at L{ev.fig('package', 'length', fmt='d')}, synthetic inputs, executor and BC1S torch FP32 forward "
-            f"alternating in one process ({ev.fig('rounds', fmt='d')} rounds). Evidence {link(ev)}, {_harness(ev)}.", "",
-            "| mil p50 (s) | torch FP32 p50 (s) | ratio p50 | executor alone: peak RSS (GB) | load (s) | "
-            "max option-logit difference |", "|---|---|---|---|---|---|",
-            f"| {ev.fig('mil_p50_seconds', fmt='.2f')} | {ev.fig('torch_p50_seconds', fmt='.2f')} | "
+            (f"Body at L{ev.fig('package', 'length', fmt='d')}, synthetic inputs, executor and BC1S torch FP32 forward "
+            f"alternating in one process ({ev.fig('rounds', fmt='d')} rounds). Evidence {link(ev)}, {_harness(ev)}."), "",
+            ("| mil p50 (s) | torch FP32 p50 (s) | ratio p50 | executor alone: peak RSS (GB) | load (s) | "
+            "max option-logit difference |"), "|---|---|---|---|---|---|",
+            (f"| {ev.fig('mil_p50_seconds', fmt='.2f')} | {ev.fig('torch_p50_seconds', fmt='.2f')} | "
             f"{ev.fig('ratio_p50', fmt='.2f')} | {ev.fig(*alone, 'peak_rss_gb', fmt='.2f')} | "
-            f"{ev.fig(*alone, 'load_seconds', fmt='.1f')} | {ev.fig('max_option_logit_difference', fmt='num4')} |",
-            "", f"Goal: ratio at most {ev.fig('goal', 'time_ratio_max')}, peak RSS at most "
-                f"{ev.fig('goal', 'peak_rss_bytes_max', fmt='/GB:.0f')} GB.", ""]
+            f"{ev.fig(*alone, 'load_seconds', fmt='.1f')} | {ev.fig('max_option_logit_difference', fmt='num4')} |"),
+            "", (f"Goal: ratio at most {ev.fig('goal', 'time_ratio_max')}, peak RSS at most "
+                f"{ev.fig('goal', 'peak_rss_bytes_max', fmt='/GB:.0f')} GB."), ""]
 
 
 def section_kmeans(ev: Evidence) -> list[str]:
     lines = ["### Palettization: coremltools k-means against the exact k-means", "",
-             f"Full-size body, {ev.fig('workers', fmt='d')} workers, both implementations in fresh processes back to "
-             f"back. Evidence {link(ev)}, {_harness(ev)}.", "",
-             "| bits | group size | exact (s) | coremltools (s) | speed-up | exact peak RSS | coremltools peak RSS | "
-             "groups not worse / groups | per-group SSE ratio max | total SSE ratio |",
+             (f"Full-size body, {ev.fig('workers', fmt='d')} workers, both implementations in fresh processes back to "
+             f"back. Evidence {link(ev)}, {_harness(ev)}."), "",
+             ("| bits | group size | exact (s) | coremltools (s) | speed-up | exact peak RSS | coremltools peak RSS | "
+             "groups not worse / groups | per-group SSE ratio max | total SSE ratio |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
 
     def rss(*entry):
@@ -292,21 +291,21 @@ def section_reweight(ev: Evidence) -> list[str]:
                       for i in range(len(ev.value(*warm, "reweight_seconds"))))
     median = ev.fig(*warm, "reweight_median_seconds", fmt=".3f")
     return ["### Delta weight update (reweight) against re-export", "",
-            f"A same-architecture checkpoint into the L{ev.fig('parent', 'length', fmt='d')} body. Evidence {link(ev)}, "
+            (f"A same-architecture checkpoint into the L{ev.fig('parent', 'length', fmt='d')} body. Evidence {link(ev)}, "
             f"{_harness(ev)}. Identical to a fresh export: **{ev.value('identical_to_fresh_export')}** "
             f"({ev.fig('blobs_rewritten', fmt='d')} blobs rewritten); the in-process reweights identical to the "
-            f"in-process probe: **{ev.value(*warm, 'reweights_identical_to_probe')}**.", "",
+            f"in-process probe: **{ev.value(*warm, 'reweights_identical_to_probe')}**."), "",
             "| | re-export (s) | reweight (s) | speed-up |", "|---|---|---|---|",
-            f"| fresh processes (commands) | {ev.fig('export_command_seconds', fmt='.1f')} | "
-            f"{ev.fig('reweight_command_seconds', fmt='.2f')} | {ev.fig('speedup_commands', fmt='.1f')} |",
-            f"| one process: convert + save | {ev.fig(*warm, 'convert_and_save_seconds', fmt='.1f')} | {median} | "
-            f"{ev.fig(*warm, 'speedup_vs_convert_and_save', fmt='.1f')} |",
-            f"| one process: whole probe | {ev.fig(*warm, 'probe_seconds', fmt='.1f')} | {median} | "
-            f"{ev.fig(*warm, 'speedup_vs_probe', fmt='.1f')} |", "",
-            f"In-process reweights (s): {swaps}; the median is used. Goal: at least "
+            (f"| fresh processes (commands) | {ev.fig('export_command_seconds', fmt='.1f')} | "
+            f"{ev.fig('reweight_command_seconds', fmt='.2f')} | {ev.fig('speedup_commands', fmt='.1f')} |"),
+            (f"| one process: convert + save | {ev.fig(*warm, 'convert_and_save_seconds', fmt='.1f')} | {median} | "
+            f"{ev.fig(*warm, 'speedup_vs_convert_and_save', fmt='.1f')} |"),
+            (f"| one process: whole probe | {ev.fig(*warm, 'probe_seconds', fmt='.1f')} | {median} | "
+            f"{ev.fig(*warm, 'speedup_vs_probe', fmt='.1f')} |"), "",
+            (f"In-process reweights (s): {swaps}; the median is used. Goal: at least "
             f"{ev.fig('goal', 'speedup_min', fmt='.0f')}x, judged {ev.fig('goal', 'judged_on')}: "
             f"**{'met' if ev.value('meets_goal') else 'not met'}**. The commands' ratio is bounded by what both pay: "
-            "interpreter start, torch and coremltools imports, and the SHA256 of the checkpoint.", ""]
+            "interpreter start, torch and coremltools imports, and the SHA256 of the checkpoint."), ""]
 
 
 def section_full_range(ev: Evidence) -> list[str]:
@@ -315,9 +314,95 @@ def section_full_range(ev: Evidence) -> list[str]:
     return ["### FP16 range at full size", "", f"Evidence {link(ev)}, {_harness(ev)}.", "", *summary_lines(ev), ""]
 
 
+def section_calibration(ev: Evidence) -> list[str]:
+    fit, model = ("fit",), ("model",)
+    lines = ["### Calibrated cost model: fitted to the reference run", "",
+             (f"{ev.fig('label')}. Evidence {link(ev)}, {_harness(ev)}. Body = `floor + per_op_ms * ops + "
+             "traffic_factor * (unfused - compulsory bytes) / bandwidth`; request = body + its inputs and outputs "
+             "once across the boundary at the chip's bandwidth; the host's CPU work has no term. Fitted on the "
+             f"{ev.fig(*fit, 'chip')} to the reference run's dense measurements only ({ev.fig('graph')}): "
+             f"**{ev.fig(*fit, 'derived', 'per_op_us', fmt='.3f')} us per non-constant op** and **traffic factor "
+             f"{ev.fig(*fit, 'parameters', 'traffic_factor', fmt='.3f')}** (activation traffic at "
+             f"{ev.fig(*fit, 'derived', 'effective_activation_bandwidth_gbs', fmt='.0f')} GB/s); "
+             f"{ev.fig(*model, 'parameters', fmt='d')} parameters from {ev.fig(*model, 'measurements', fmt='d')} "
+             f"measurements, {ev.fig(*model, 'degrees_of_freedom', fmt='d')} degree of freedom left. "
+             f"{ev.fig(*model, 'in_sample')}."), "",
+             ("| measurement | scope | non-constant ops | measured (ms) | predicted (ms) | residual | floor (ms) | "
+             "per-op (ms) | traffic (ms) | boundary (ms) | program |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for index, point in enumerate(ev.value(*fit, "points")):
+        at, terms = (*fit, "points", index), (*fit, "points", index, "terms")
+        lines.append(f"| {ev.fig(*at, 'id')} | {ev.fig(*at, 'scope')} | {ev.fig(*at, 'totals', 'non_constant_ops', fmt='d')}"
+                     f" | {ev.fig(*at, 'measured_ms', fmt='.3f')} | {ev.fig(*at, 'predicted_ms', fmt='.3f')} | "
+                     f"{ev.fig(*at, 'relative_residual', fmt='+.1%')} | {ev.fig(*terms, 'floor_ms', fmt='.3f')} | "
+                     f"{ev.fig(*terms, 'per_op_ms', fmt='.3f')} | {ev.fig(*terms, 'traffic_ms', fmt='.3f')} | "
+                     f"{ev.fig(*terms, 'boundary_ms', fmt='.3f')} | `{point['program_sha256'][:12]}` |")
+    lines.append("")
+    for index in range(len(ev.value(*model, "notes"))):
+        lines.append(f"- {ev.fig(*model, 'notes', index)}")
+    return lines + [""]
+
+
+def section_long_attention(ev: Evidence) -> list[str]:
+    chip, cmp = ev.value("chip"), ("comparison",)
+    lines = ["### Long requests: dense against windowed local attention", "",
+             (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not "
+              f"tuned on either layout here). Evidence {link(ev)}, {_harness(ev)}; per-chip predictions are in the "
+              "evidence (`by_chip`). Both layouts are the current export: dense with one score einsum per head, "
+              "windowed with query tiles for the sliding-window layers."), "",
+             (f"| layout | bucket | predicted body {chip} (ms) | predicted request {chip} (ms) | GFLOP | compulsory MB "
+              "| unfused MB | non-constant ops | package |"), "|---|---|---|---|---|---|---|---|---|"]
+    for layout in ev.value("layouts"):
+        for bucket in ev.value("layouts", layout, "buckets"):
+            at = ("layouts", layout, "buckets", bucket)
+            lines.append(f"| {layout} | {ev.fig(*at, 'length', fmt='d')} | {ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
+                         f"{ev.fig(*at, 'predicted_request_ms', fmt='.2f')} | {ev.fig(*at, 'gflop', fmt='.2f')} | "
+                         f"{ev.fig(*at, 'compulsory_mb', fmt='.1f')} | {ev.fig(*at, 'unfused_mb', fmt='.1f')} | "
+                         f"{ev.fig(*at, 'non_constant_ops', fmt='d')} | "
+                         f"`{ev.value(*at, 'package', 'content_sha256')[:12]}` |")
+    lines.append("")
+    if ev.value("comparison") is not None:
+        terms = (*cmp, "terms")
+        if ev.value(*cmp, "below_mlx"):
+            versus = f"{ev.fig(*cmp, 'below_mlx_ms', fmt='.2f')} ms below"
+        else:
+            versus = f"not below it: {ev.fig(*cmp, 'above_mlx_ms', fmt='.2f')} ms above"
+        lines += [(f"Windowed request at L{ev.fig('layouts', 'windowed', 'buckets', '1024', 'length', fmt='d')} on the "
+                   f"{ev.fig(*cmp, 'chip')}: **{ev.fig(*cmp, 'windowed_predicted_request_ms', fmt='.2f')} ms predicted** "
+                   f"against MLX's {ev.fig(*cmp, 'mlx_p50_ms', fmt='.2f')} ms (ratio {ev.fig(*cmp, 'ratio_to_mlx', fmt='.3f')}"
+                   f"), {versus}; the aim, {ev.fig(*cmp, 'aim_ratio_to_mlx', fmt='.1f')}x MLX = "
+                   f"{ev.fig(*cmp, 'aim_ms', fmt='.2f')} ms, is {ev.fig(*cmp, 'above_aim_ms', fmt='.2f')} ms away. The "
+                   f"windowed request is {ev.fig(*cmp, 'windowed_over_dense_predicted', fmt='.3f')}x the dense one. What "
+                   f"bounds it: the roofline floor {ev.fig(*terms, 'floor_ms', fmt='.2f')} ms "
+                   f"({ev.fig(*cmp, 'floor_bound')}-bound), per-op {ev.fig(*terms, 'per_op_ms', fmt='.2f')} ms, activation "
+                   f"traffic {ev.fig(*terms, 'traffic_ms', fmt='.2f')} ms ({ev.fig(*cmp, 'terms_share', 'traffic_ms', fmt='.0%')}"
+                   f" of it), boundary {ev.fig(*terms, 'boundary_ms', fmt='.2f')} ms. With no activation traffic at all the "
+                   f"model's request would be {ev.fig(*cmp, 'no_traffic_ms', fmt='.2f')} ms: the traffic an unfused "
+                   "schedule writes and reads back is what stands between this graph and the aim. Where it comes from "
+                   "at this bucket (unfused MB per category; the windowed layers' tile contractions count as `other`, since "
+                   "they make no L x L tensor):"), "",
+                  "| category | dense MB | windowed MB | dense ops | windowed ops |", "|---|---|---|---|---|"]
+        for category in ev.value(*cmp, "unfused_mb_by_category"):
+            at = (*cmp, "unfused_mb_by_category", category)
+            lines.append(f"| {category} | {ev.fig(*at, 'dense', fmt='.1f')} | {ev.fig(*at, 'windowed', fmt='.1f')} | "
+                         f"{ev.fig(*at, 'ops_dense', fmt='d')} | {ev.fig(*at, 'ops_windowed', fmt='d')} |")
+        lines.append("")
+    if ev.value("mil_timing") is not None:
+        mil = ("mil_timing",)
+        lines += [(f"Measured on the `mil` executor (CPU, not the Neural Engine): windowed / dense body time at "
+                   f"L{ev.fig(*mil, 'length', fmt='d')}, **{ev.fig('measured_mil_ratio', fmt='.3f')}** (median of "
+                   f"{ev.fig(*mil, 'calls', fmt='d')} ABBA-interleaved pairs on a real "
+                   f"{ev.fig(*mil, 'input', 'tokens', fmt='d')}-token request; dense p50 "
+                   f"{ev.fig(*mil, 'dense', 'p50_ms', fmt='.0f')} ms, windowed p50 "
+                   f"{ev.fig(*mil, 'windowed', 'p50_ms', fmt='.0f')} ms; option logits of the two layouts differ by at "
+                   f"most {ev.fig(*mil, 'max_abs_logit_difference_active_slots', fmt='num4')})."), ""]
+    return lines
+
+
 FULL_SIZE_SECTIONS = (
     ("probe_export_mmbert_base_shape.json", section_full_export),
     ("cost_model_mmbert_base_shape.json", section_cost_model),
+    ("cost_calibration_mmbert_base_shape.json", section_calibration),
+    ("long_attention_mmbert_base_shape.json", section_long_attention),
     ("mil_executor_mmbert_base_shape.json", section_executor),
     ("palettize_kmeans_mmbert_base_shape.json", section_kmeans),
     ("reweight_mmbert_base_shape.json", section_reweight),
@@ -333,13 +418,13 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     ledger = Ledger(repo)
     root = repo / evidence_dir
     lines = ["# ANE benchmarks", "",
-             "Rendered by `python -m experiments.ane_engineering.evidence.render` from the evidence JSON under "
+             ("Rendered by `python -m experiments.ane_engineering.evidence.render` from the evidence JSON under "
              f"`{evidence_dir}/` and the reference run's figures; every figure links the file it came from, whose "
              "SHA256 is shown and which records the package, source and harness hashes that produced it. No number "
              "here is typed by hand: the renderer records each figure's file and JSON path, and `--check` re-reads "
              "them. Figures measured with the `mil` backend are CPU timings of the project's reference executor on "
              "the Linux build machine each evidence file names (`machine`), not Neural Engine figures; cost-model "
-             "floors are predictions.", "",
+             "floors are predictions."), "",
              "## Full-size model (`builtin:mmbert-base-shape`: mmBERT-base dimensions, random weights)", ""]
     for name, section in FULL_SIZE_SECTIONS:
         path = root / name
@@ -350,7 +435,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         lines += ["## The reproduce chain on `builtin:tiny`", "",
                   f"The README's main command, run once with its evidence committed under `{evidence_dir}/{REPRODUCE_DIR}/`.",
                   "", ("\n" + body).replace("\n## ", "\n### ").lstrip("\n")]
-    from .render_real_weights import section_real_weights  # benchmarks/evidence/real-weights-minilm, when present
+    from .render_real_weights import (
+        section_real_weights,  # benchmarks/evidence/real-weights-minilm, when present
+    )
 
     lines += section_real_weights(ledger, root, reproduce_root, root / "fp16_range_mmbert_base_shape.json")
     text, figures = ledger.finish("\n".join(lines).rstrip() + "\n")

@@ -24,6 +24,7 @@ from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
 from ..limits import MAX_DIMENSION
+from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 
 KINDS = ("mlp", "layer", "encoder", "embedding", "body", "baseline")
 BC1S_KINDS = ("mlp", "layer", "encoder", "embedding", "body")
@@ -51,13 +52,14 @@ class ExportSpec:
     notes: list[str] = field(default_factory=list)
     lora: LoraSpec | None = None
     rebuild: Callable[[int], nn.Module] | None = None  # the same module for another length (convert.py traces short)
+    attention: dict | None = None  # AttentionLayout.to_json(L, r) of BC1S kinds with sliding layers
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
         return tuple(torch.zeros(c.shape, dtype=torch.int32 if c.dtype == "int32" else torch.float32) for c in self.inputs)
 
 
-def _bc1s_contract(name: str, c: int, length: int) -> TensorContract:
+def _bc1s_contract(name: str, c: int, length: int, window_shape: tuple[int, ...] | None = None) -> TensorContract:
     meanings = {
         "hidden_states": ("(1, C, 1, L) hidden states entering the block", (1, c, 1, length)),
         "embeddings": ("(1, C, 1, L) token embedding rows looked up on the host; padding columns hold the pad row",
@@ -66,6 +68,8 @@ def _bc1s_contract(name: str, c: int, length: int) -> TensorContract:
                         (1, length, 1, length)),
         "local_mask": ("(1, L, 1, L) additive mask [0, key, 0, query] for sliding-window layers: 0 or -1e4",
                        (1, length, 1, length)),
+        "window_mask": (("(1, T+2r, nT, T) additive tile-local mask [0, window key, tile, query in tile] for "
+                         "sliding-window layers (windowed layout): 0 or -1e4"), window_shape),
         "type_vectors": ("(1, C, 1, L) token-type embedding rows (question/option/marker), zero at padding",
                          (1, c, 1, length)),
         "marker_selector": (f"(1, L, 1, {MARKER_SLOTS}) one-hot: [0, position, 0, slot] = 1 reads that token's score",
@@ -89,15 +93,14 @@ class ExportSpecError(HarnessError):
 
 
 def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0,
-                      lora: LoraSpec | None = None) -> ExportSpec:
+                      lora: LoraSpec | None = None, attention: AttentionLayout = DENSE) -> ExportSpec:
     if kind not in KINDS:
         raise ExportSpecError(f"unknown kind {kind!r}; choose from {KINDS}")
     if lora is not None and kind not in ("encoder", "body"):
         raise ExportSpecError(f"LoRA inputs are exported for kinds encoder and body, not {kind!r}")
     if length < 1:
         raise ExportSpecError(f"--length must be positive, got {length}")
-    config, tensors = checkpoint.config, checkpoint.tensors
-    c = config.encoder.hidden_size
+    config = checkpoint.config
     if length > MAX_DIMENSION:
         raise ExportSpecError(f"--length {length} exceeds {MAX_DIMENSION}, the largest tensor dimension Core ML loads")
     if length > config.encoder.max_position_embeddings:
@@ -109,33 +112,53 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
     if lora is not None and is_bert(config):
         raise ExportSpecError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); "
                               f"{checkpoint.source} is a BERT encoder")
+    if attention.windowed and kind in ("mlp", "baseline"):
+        raise ExportSpecError(f"kind {kind!r} has no attention layout to choose; export it without --attention windowed")
+    try:
+        return _bc1s_spec(checkpoint, kind, length, layer_index, lora, attention)
+    except LayoutError as error:
+        raise ExportSpecError(f"{checkpoint.source}: {error}") from error
+
+
+def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int, lora: LoraSpec | None,
+               attention: AttentionLayout) -> ExportSpec:
+    config, tensors = checkpoint.config, checkpoint.tensors
+    c = config.encoder.hidden_size
     if kind == "mlp":
         module = BC1SMLPBlock(config, tensors, length, layer_index)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) x + ffn(mlp_norm(x))")
     elif kind == "layer":
-        module = BC1SLayerBlock(config, tensors, length, layer_index)
+        module = BC1SLayerBlock(config, tensors, length, layer_index, attention)
         out = TensorContract("hidden_states_out", (1, c, 1, length), "float16", "(1, C, 1, L) output of the layer")
     elif kind == "encoder":
-        module = bc1s_encoder(config, tensors, length, lora=lora)
+        module = bc1s_encoder(config, tensors, length, lora=lora, attention=attention)
         out = TensorContract("hidden_states", (1, c, 1, length), "float16",
                              "(1, C, 1, L) final-norm hidden states; padding columns are meaningless")
     elif kind == "embedding":
-        module = BC1SSentenceEmbedder(config, tensors, length)
+        module = BC1SSentenceEmbedder(config, tensors, length, attention)
         out = TensorContract("sentence_embedding", (1, c, 1, 1), "float16",
                              "(1, C, 1, 1) mean-pooled, L2-normalised final hidden states of the valid tokens")
     elif kind == "body":
         checkpoint.require_head("kind 'body'")
-        module = BC1SBody(config, tensors, length, lora=lora)
+        module = BC1SBody(config, tensors, length, lora=lora, attention=attention)
         out = TensorContract("option_logits", (1, 1, 1, MARKER_SLOTS), "float16",
                              f"(1, 1, 1, {MARKER_SLOTS}) raw score per marker slot; the host masks inactive slots")
     else:
         return _baseline_spec(checkpoint, length)
     module = module.eval()
-    inputs = [_bc1s_contract(name, c, length) for name in module.input_names() if not name.startswith("lora_")]
+    has_local = not is_bert(config) and "sliding_attention" in config.encoder.layer_types
+    tiles = attention.tiles(length, config.encoder.window_radius) if has_local else None
+    window_shape = tiles.mask_shape() if tiles else None
+    inputs = [_bc1s_contract(name, c, length, window_shape) for name in module.input_names()
+              if not name.startswith("lora_")]
     if lora is not None:
         inputs += _lora_contracts(module.encoder if kind == "body" else module, lora)
     spec = ExportSpec(kind, length, module, inputs, [out], lora=lora)
-    spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora).module
+    if kind != "mlp" and has_local:
+        spec.attention = attention.to_json(length, config.encoder.window_radius)
+    if not attention.windowed:
+        # The windowed graph's reshapes and slices depend on the length: it is traced at full length.
+        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora).module
     return spec
 
 

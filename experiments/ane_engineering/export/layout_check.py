@@ -18,6 +18,7 @@ from ..model.masks import additive_bc1s
 from ..checkpoint.bert_config import is_bert
 from ..model.encoders import reference_encoder
 from ..model.reference import ReferenceDecisionModel
+from ..model.window_tiles import AttentionLayout, additive_window
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others
@@ -59,7 +60,9 @@ def _block_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int) -> 
         else:
             layer_type = checkpoint.config.encoder.layer_types[layer_index]
             window = checkpoint.config.encoder.window_radius if layer_type == "sliding_attention" else None
-            ours = spec.module(x, additive_bc1s(valid, window))
+            tiles = AttentionLayout.from_json(spec.attention).tiles(length, window) if window is not None else None
+            mask = additive_window(tiles, n) if tiles is not None else additive_bc1s(valid, window)
+            ours = spec.module(x, mask)
             theirs = reference(_to_blc(x), valid)
     diff = (_to_blc(ours) - theirs)[0, :n].abs().max().item()
     return {"inputs": f"random N(0,1) hidden states, {n} valid of {length}, layer {layer_index}",
@@ -83,7 +86,8 @@ def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
     ids = torch.randint(0, config.encoder.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
     merged, extra = _adapter_inputs(checkpoint, spec)
     reference = reference_encoder(config, merged.tensors).eval()
-    inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(config, checkpoint.tensors, ids[0].tolist(), length).items()}
+    inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(config, checkpoint.tensors, ids[0].tolist(), length,
+                                                                    AttentionLayout.from_json(spec.attention)).items()}
     inputs.update(extra)
     with torch.no_grad():
         ours = _to_blc(spec.module(**inputs))[0, :n]
@@ -98,7 +102,8 @@ def _embedding_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
     config, length = checkpoint.config, spec.length
     n, _ = _valid(length)
     ids = torch.randint(0, config.encoder.vocab_size, (n,), generator=torch.Generator().manual_seed(0)).tolist()
-    inputs = {k: torch.from_numpy(v) for k, v in embedding_inputs(config, checkpoint.tensors, ids, length).items()}
+    inputs = {k: torch.from_numpy(v) for k, v in embedding_inputs(config, checkpoint.tensors, ids, length,
+                                                                      AttentionLayout.from_json(spec.attention)).items()}
     with torch.no_grad():
         ours = spec.module(**inputs).reshape(-1).numpy()  # (C,)
     theirs, _ = ReferenceEmbedder(checkpoint).embed(ids)
@@ -119,9 +124,10 @@ def _body_check(checkpoint: Checkpoint, module, length: int, spec: ExportSpec | 
     if longest is not None and longest not in chosen:
         chosen.append(longest)
     worst, used = 0.0, []
+    layout = AttentionLayout.from_json(spec.attention if spec is not None else None)
     for encoded in chosen:
         inputs = body_inputs(checkpoint.config, checkpoint.tensors, encoded.input_ids, encoded.token_types,
-                             encoded.marker_positions, length)
+                             encoded.marker_positions, length, layout)
         ids = torch.tensor([encoded.input_ids])
         k = len(encoded.marker_positions)
         with torch.no_grad():

@@ -46,6 +46,10 @@ MANIFEST_SCHEMA = open_object({
              "properties": {"rank": POSITIVE_INTEGER, "alpha": NUMBER,
                             "targets": array_of({"enum": list(LORA_TARGETS)}, 1, uniqueItems=True)}},
     "compression": {"type": ["object", "null"], "required": ["method"]},
+    # How sliding-window layers were exported (model/window_tiles.py); absent or null: dense.
+    "attention": {"type": ["object", "null"], "required": ["layout"],
+                  "properties": {"layout": {"enum": ["dense", "windowed"]},
+                                 "tile": {"type": ["integer", "null"], "minimum": 1}}},
     "parent": {"type": ["object", "null"]},
     "tools": {"type": "object"}, "harness": {"type": "object"}, "created_by": STRING,
 })
@@ -79,6 +83,7 @@ def manifest_for(checkpoint: Checkpoint, spec: ExportSpec, package_hash: dict, l
         "parent": None,
         "compression": None,
         "lora": spec.lora.to_json() if spec.lora else None,
+        "attention": spec.attention,
     })
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..evidence.provenance import machine
+from ..model.window_tiles import DEFAULT_TILE
+from .attention_choice import choose_layout, requested_layout
 from .convert import convert
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, manifest_for, write_manifest
@@ -90,18 +92,29 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
               require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
-              lora=None) -> dict:
-    """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails."""
+              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE) -> dict:
+    """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails.
+    `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket)."""
     progress = Progress("probe", 6, show_progress)
     with staged_directory(output) as staging:
-        progress(f"building the {kind} module at length {length} from {checkpoint.source}")
-        spec = build_export_spec(checkpoint, kind, length, layer_index, lora)
+        progress(f"building the {kind} module at length {length} from {checkpoint.source} (attention {attention})")
+        chosen = requested_layout(attention, tile)
+        model, choice = None, {"requested": attention}
+        rss_before = peak_rss_bytes()
+        started = time.perf_counter()
+        if chosen is None:  # auto: convert both layouts and keep the one predicted faster
+            chosen, choice, model = choose_layout(
+                checkpoint, kind, length, tile,
+                build=lambda layout: build_export_spec(checkpoint, kind, length, layer_index, lora, layout),
+                convert=convert)
+        spec = build_export_spec(checkpoint, kind, length, layer_index, lora, chosen)
+        if spec.attention is not None:
+            spec.attention = {**spec.attention, "choice": choice}
         progress("layout check: BC1S vs reference in FP32")
         layout = layout_check(checkpoint, spec, layer_index)
         progress("tracing and converting with coremltools (FP16 ML Program)")
-        rss_before = peak_rss_bytes()
-        started = time.perf_counter()
-        model = convert(spec)
+        if model is None:
+            model = convert(spec)
         convert_seconds = time.perf_counter() - started
         package = staging / PACKAGE_NAME
         started = time.perf_counter()
@@ -120,6 +133,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
         report = {
             "format": "ane-engineering/probe/1",
             "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,
+            "attention": spec.attention,
             "source": checkpoint.hashes,
             "package_sha256": content_hash["sha256"],
             "layout_check": layout,

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..checkpoint import Checkpoint
 from ..errors import HarnessError
 from ..evidence.provenance import harness_fingerprint, portable_path, tool_versions
+from ..model.window_tiles import AttentionLayout
 from ..torch_threads import single_torch_thread
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
@@ -119,7 +120,8 @@ def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict:
     kind, length = manifest["kind"], manifest["length"]
     if kind == "baseline":
         raise ReweightError("baseline packages are not BC1S exports; re-export them")
-    spec = build_export_spec(checkpoint, kind, length, manifest.get("layer_index") or 0)
+    spec = build_export_spec(checkpoint, kind, length, manifest.get("layer_index") or 0,
+                             attention=AttentionLayout.from_json(manifest.get("attention")))
     named = dict(spec.module.named_parameters())
     named.update(dict(spec.module.named_buffers()))
     return {name.replace(".", "_"): tensor.detach() for name, tensor in named.items()}

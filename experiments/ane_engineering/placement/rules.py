@@ -373,16 +373,33 @@ def check_rank(ctx: CheckContext, rule_id: str) -> list[Finding]:
             for t in ctx.non_constant_tensors() if len(t.shape) > 4]
 
 
+# The input through which a windowed-attention package (model/window_tiles.py) declares its query tiles.
+TILE_MASK_INPUT = "window_mask"
+
+
+def tile_axes(ctx: CheckContext) -> set[int]:
+    """Sizes dim 2 may take as a tile axis: from a (1, W, nT, T) tile mask input, nT (query tiles) and
+    nT + ceil(W / T) - 1 (the key blocks the windows are sliced from). Empty without such an input."""
+    var = ctx.inputs.get(TILE_MASK_INPUT)
+    shape = tuple(var.shape) if var is not None and var.shape is not None else ()
+    if len(shape) != 4 or any(is_symbolic_dim(d) for d in shape):
+        return set()
+    width, tiles, tile = int(shape[1]), int(shape[2]), int(shape[3])
+    return {tiles, tiles + math.ceil(width / tile) - 1} if tile > 0 else set()
+
+
 def check_bc1s_form(ctx: CheckContext, rule_id: str) -> list[Finding]:
     found = []
+    tiles = tile_axes(ctx)
     for t in ctx.non_constant_tensors(include_boundary_casts=False):
         rank = len(t.shape)
         if rank > 4:
             continue  # reported by the rank rule
         if rank != 4:
             found.append(_finding(rule_id, t, f"rank {rank} tensor {_shape_str(t.shape)}, not (B, C, 1, S)"))
-        elif not (not is_symbolic_dim(t.shape[2]) and int(t.shape[2]) == 1):
-            found.append(_finding(rule_id, t, f"tensor {_shape_str(t.shape)} has dim 2 = {t.shape[2]}, not 1"))
+        elif is_symbolic_dim(t.shape[2]) or int(t.shape[2]) not in {1} | tiles:
+            found.append(_finding(rule_id, t, f"tensor {_shape_str(t.shape)} has dim 2 = {t.shape[2]}, not 1"
+                                              + (f" or a tile axis {sorted(tiles)}" if tiles else "")))
     return found
 
 
@@ -668,13 +685,20 @@ CATALOGUE: tuple[Rule, ...] = (
           f"{SRC_APPLE_ARTICLE} (Principle 1: the 4D channels-first data format); {SRC_CT_2536}",
           "error", check_rank),
     _rule("ANE-R02-bc1s-form",
-          "Every non-constant tensor is in (B, C, 1, S) form: rank 4 with dim 2 equal to 1.",
+          "Every non-constant tensor is in (B, C, 1, S) form: rank 4 with dim 2 equal to 1, or equal to the tile "
+          "axis a windowed package declares in its tile mask input.",
           f"{SRC_APPLE_ARTICLE} (Principle 1: the (B, C, 1, S) data format); {SRC_REFERENCE_RUN} (the B x L x C "
           f"export ran all {_PLACEMENT['bxlxc_export']['assigned_ops']:,} ops on the CPU; the BC1S rewrite ran all "
           f"{_PLACEMENT['bc1s_export']['non_constant_ops']:,} on the ANE)",
           "error", check_bc1s_form,
-          note="Attention scores (1, L, 1, L) and the marker selector (1, L, 1, 32) are of this form. Boundary casts "
-               "of an fp32 interface are left to ANE-R14-fp32-io."),
+          note="Attention scores (1, L, 1, L) and the marker selector (1, L, 1, 32) are of this form. Windowed "
+               "attention carries query tiles in dim 2 ((1, C, nT, T), scores (1, T+2r, nT, T)): the ANE's native "
+               "4D layout is (N, C, H, W), and MIL's native einsum '(B, C, H, W1) x (B, W1, H, W2)' keeps H as a "
+               "batch axis. Dim 2 may therefore equal the tile count nT (or nT + ceil(W/T) - 1, the key blocks) that the "
+               "package's window_mask input (1, W, nT, T) declares, and nothing else: a (B, heads, L, D) tensor is "
+               "still an error. R18 still warns on einsums over tiles, as no compute plan has confirmed them yet. "
+               "Boundary casts of an fp32 interface are left to "
+               "ANE-R14-fp32-io."),
     _rule("ANE-R03-dimension-limit",
           f"No tensor dimension (constants included) above {MAX_DIMENSION}.",
           SRC_ANE_LIMITS,

@@ -141,6 +141,8 @@ def package_records(agent) -> list[dict]:
     """What validation evidence records about each loaded package."""
     return [{"length": length, "kind": m["kind"], "package_sha256": m["package"]["content_hash"]["sha256"],
              "manifest_sha256": m["manifest_sha256"], "compression": m.get("compression"),
+             # how sliding-window layers run (dense L x L or windowed tiles), as the manifest records it
+             "attention": m.get("attention") or agent.layout(length).to_json(),
              "load_seconds": agent.load_seconds[length]} for length, m in sorted(agent.manifests.items())]
 
 

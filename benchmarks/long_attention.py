@@ -1,0 +1,285 @@
+"""Benchmark: dense vs windowed local attention at L96, L192 and L1024 -- predictions and a `mil` timing ratio.
+
+For each attention layout (`probe --attention dense|windowed`) and bucket, exports the body of
+builtin:mmbert-base-shape (one probe process at a time, into a temporary directory beside the output), counts it
+with the static cost model (evidence/cost_model.py) and predicts its body and whole-request latency on every chip
+with the calibrated model (evidence/calibration.py: roofline floor + per-op and per-byte terms fitted to the
+reference run's dense measurements only; nothing is tuned on the windowed graph). Then, at L1024, times the two
+bodies on the `mil` executor alternating call by call in one process (ABBA order) and records the windowed / dense
+ratio per pair and its median: the numpy executor's time, not the Neural Engine's.
+
+    python benchmarks/long_attention.py --output benchmarks/evidence/long_attention_mmbert_base_shape.json
+
+or with existing probe directories (LAYOUT=DIR, one per layout and bucket):
+
+    python benchmarks/long_attention.py --package dense=/tmp/d96 --package windowed=/tmp/w96 ... --output out.json
+
+Predictions are labelled as such; refuses an existing output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from experiments.ane_engineering import reference_run
+from experiments.ane_engineering.cli import UsageError, atomic_file, run_main
+from experiments.ane_engineering.evidence import calibration, cost_model
+from experiments.ane_engineering.evidence.provenance import (
+    backend_record,
+    harness_fingerprint,
+    machine,
+    portable_path,
+    tool_versions,
+)
+from experiments.ane_engineering.export.staging import check_output
+
+FORMAT = "ane-engineering/evidence/long-attention/1"
+LAYOUTS = ("dense", "windowed")
+LENGTHS = (96, 192, 1024)
+MIL_LENGTH = 1024
+AIM_RATIO_TO_MLX = 0.6  # the issue's aim for the windowed L1024 request: 0.6x MLX's p50 (not a measurement)
+
+
+def export(source: str, layout: str, length: int, scratch: Path) -> Path:
+    output = scratch / f"{layout}-{length}"
+    result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", "body",
+                             "--length", str(length), "--attention", layout, "--source", source,
+                             "--output", str(output), "--quiet"], check=False, capture_output=True, text=True)
+    if not (output / "manifest.json").exists():
+        raise RuntimeError(f"probe failed for {layout} L{length} (exit {result.returncode}): {result.stderr[-2000:]}")
+    return output
+
+
+def bucket_entry(report: dict, directory: Path, evidence_dir: Path, chips: dict, parameters: dict,
+                 chip: str) -> dict:
+    """One layout at one bucket: the cost counts, the calibrated predictions per chip and the package's hashes."""
+    cost, manifest = report["cost"], report["manifest"]
+    totals = cost["totals"]
+    by_chip = {name: {"predicted_body_ms": calibration.predict_body_ms(cost, name, parameters, chips),
+                      "predicted_request_ms": calibration.predict_request_ms(cost, name, parameters, chips),
+                      "terms": calibration.terms(cost, name, parameters, chips)} for name in chips}
+    return {
+        "length": cost["length"], "chip": chip,
+        "predicted_body_ms": by_chip[chip]["predicted_body_ms"],
+        "predicted_request_ms": by_chip[chip]["predicted_request_ms"],
+        "terms": by_chip[chip]["terms"],
+        "gflop": totals["flops"] / 1e9,
+        "compulsory_mb": totals["compulsory_bytes"] / 1e6,
+        "unfused_mb": totals["unfused_bytes"] / 1e6,
+        "non_constant_ops": totals["non_constant_ops"],
+        "floor_ms": report["floors"][chip]["floor_ms"], "bound": report["floors"][chip]["bound"],
+        "totals": totals,
+        "by_category": cost["by_category"],
+        "unmodelled_op_types": cost["unmodelled_op_types"],
+        "by_chip": by_chip,
+        "package": {"directory": portable_path(directory, evidence_dir),
+                    "content_sha256": manifest["package_sha256"], "manifest_sha256": manifest["manifest_sha256"],
+                    "source": manifest["source"], "compute_precision": manifest["compute_precision"],
+                    "export_harness_sha256": (manifest["export_harness"] or {}).get("sha256")},
+    }
+
+
+def layout_of(directory: Path) -> str | None:
+    """The attention layout a probe directory's manifest records (None when it predates the choice)."""
+    from experiments.ane_engineering.export.manifest import read_manifest
+
+    attention = read_manifest(directory).get("attention")
+    return attention.get("layout") if isinstance(attention, dict) else attention
+
+
+def report_attention(directory: Path) -> dict | None:
+    """The manifest's whole attention record (layout, tile, tiles, window width ...)."""
+    from experiments.ane_engineering.export.manifest import read_manifest
+
+    return read_manifest(directory).get("attention")
+
+
+def mil_inputs(agent, length: int, checkpoint) -> tuple[dict, dict]:
+    """Device inputs the agent builds for its own package from a real >= 1,000-token fixture question (the host
+    builds each layout the masks it needs), as FP16 arrays, and what they are."""
+    from experiments.ane_engineering.benchmarking.run import pick_question
+
+    question, tokens = pick_question(checkpoint, length, long=True)
+    encoded = agent.encode(question)
+    inputs = agent.device_inputs(encoded.input_ids, encoded.token_types, encoded.marker_positions, length)
+    return {k: v.astype(np.float16) for k, v in inputs.items()}, {"question": question.id, "tokens": tokens}
+
+
+def measure_mil_ratio(dense_dir: Path, windowed_dir: Path, source: str, warmup: int, calls: int) -> dict:
+    """Windowed body time / dense body time on the `mil` executor, ABBA-interleaved in one process."""
+    from experiments.ane_engineering.benchmarking.timing import (
+        paired_calls,
+        ratio_summary,
+        summarize,
+    )
+    from experiments.ane_engineering.checkpoint import load_checkpoint
+    from experiments.ane_engineering.runtime import ANEAgent
+
+    checkpoint = load_checkpoint(source)
+    agents = {layout: ANEAgent([directory], checkpoint, "mil")
+              for layout, directory in (("dense", dense_dir), ("windowed", windowed_dir))}
+    prepared = {layout: mil_inputs(agent, MIL_LENGTH, checkpoint) for layout, agent in agents.items()}
+    outputs = {}
+
+    def call(layout):
+        def run():
+            outputs[layout] = agents[layout].backends[MIL_LENGTH].predict(prepared[layout][0])
+        return run
+
+    dense, windowed = paired_calls(call("dense"), call("windowed"), warmup, calls)
+    active = int(prepared["dense"][0]["marker_selector"].sum())  # one-hot columns of the options asked
+    ratio = ratio_summary(dense, windowed)
+    logits = {layout: np.asarray(out["option_logits"], dtype=np.float32).reshape(-1) for layout, out in outputs.items()}
+    return {
+        "what": "windowed body time / dense body time at L1024 on the mil executor (numpy FP16 reference, not the "
+                "Neural Engine), one call each alternating in ABBA order in one process, after warm-up",
+        "length": MIL_LENGTH, "warmup": warmup, "calls": calls, "input": prepared["dense"][1],
+        "dense": summarize(dense), "windowed": summarize(windowed), "ratio": ratio,
+        "ratio_p50": ratio["p50"],
+        "max_abs_logit_difference_active_slots": float(np.abs(logits["windowed"] - logits["dense"])[:active].max()),
+        "backend": backend_record(agents["dense"].backend.describe()),
+    }
+
+
+def comparison(windowed_l1024: dict, dense_l1024: dict) -> dict:
+    """The windowed L1024 request prediction against MLX's p50 and the issue's aim, and what bounds it."""
+    mlx = reference_run.load()["timings"]["mlx"]["p50_ms"]
+    predicted = windowed_l1024["predicted_request_ms"]
+    terms = windowed_l1024["terms"]
+    largest = max(("floor_ms", "per_op_ms", "traffic_ms", "boundary_ms"), key=lambda name: terms[name])
+    return {
+        "chip": windowed_l1024["chip"], "mlx_p50_ms": mlx, "mlx_what": reference_run.load()["timings"]["mlx"]["what"],
+        "windowed_predicted_request_ms": predicted, "dense_predicted_request_ms": dense_l1024["predicted_request_ms"],
+        "ratio_to_mlx": predicted / mlx, "below_mlx_ms": mlx - predicted, "above_mlx_ms": predicted - mlx,
+        "below_mlx": predicted < mlx,
+        "aim_ratio_to_mlx": AIM_RATIO_TO_MLX, "aim_ms": AIM_RATIO_TO_MLX * mlx,
+        "above_aim_ms": predicted - AIM_RATIO_TO_MLX * mlx,
+        "windowed_over_dense_predicted": predicted / dense_l1024["predicted_request_ms"],
+        "terms": terms, "largest_term": largest,
+        "unfused_mb_by_category": {
+            category: {"dense": dense_l1024["by_category"][category]["bytes"] / 1e6,
+                       "windowed": windowed_l1024["by_category"][category]["bytes"] / 1e6,
+                       "ops_dense": dense_l1024["by_category"][category]["ops"],
+                       "ops_windowed": windowed_l1024["by_category"][category]["ops"]}
+            for category in sorted(windowed_l1024["by_category"],
+                                   key=lambda name: -windowed_l1024["by_category"][name]["bytes"])
+            if windowed_l1024["by_category"][category]["ops"] or dense_l1024["by_category"][category]["ops"]},
+        "terms_share": {name: value / predicted for name, value in terms.items()},
+        "floor_bound": windowed_l1024["bound"],
+        "no_traffic_ms": predicted - terms["traffic_ms"],
+    }
+
+
+def parse_packages(pairs: list[str]) -> dict[str, list[Path]]:
+    packages: dict[str, list[Path]] = {layout: [] for layout in LAYOUTS}
+    for pair in pairs:
+        layout, _, directory = pair.partition("=")
+        if layout not in LAYOUTS or not directory:
+            raise UsageError(f"--package takes LAYOUT=DIR with LAYOUT one of {', '.join(LAYOUTS)}: {pair!r}")
+        packages[layout].append(Path(directory))
+    return packages
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", action="append", default=[], metavar="LAYOUT=DIR",
+                        help="an existing body probe directory of one layout; repeatable (default: export them)")
+    parser.add_argument("--source", default="builtin:mmbert-base-shape", help="source to export when no --package")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="layouts to export when no --package")
+    parser.add_argument("--mil-warmup", type=int, default=1, help="untimed calls of each body before timing")
+    parser.add_argument("--mil-calls", type=int, default=5, help="timed calls of each body (ABBA-interleaved)")
+    parser.add_argument("--calibration", type=Path, default=calibration.EVIDENCE_PATH,
+                        help="calibration evidence (benchmarks/cost_calibration.py)")
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args(argv)
+    check_output(args.output)
+    fit = calibration.load_calibration(args.calibration)
+    chips = cost_model.load_chips()
+    chip = reference_run.chip()
+    evidence_dir = args.output.parent
+
+    with tempfile.TemporaryDirectory(dir=evidence_dir, prefix=".long-attention-") as scratch:
+        packages = parse_packages(args.package)
+        if not args.package:
+            for layout in args.layouts.split(","):
+                if layout not in LAYOUTS:
+                    raise UsageError(f"unknown layout {layout!r}")
+                for length in LENGTHS:
+                    print(f"exporting {args.source} {layout} body at L{length} ...", file=sys.stderr, flush=True)
+                    packages[layout].append(export(args.source, layout, length, Path(scratch)))
+        layouts = {}
+        for layout, directories in packages.items():
+            if not directories:
+                continue
+            buckets = {}
+            for directory in directories:
+                recorded = layout_of(directory)
+                if recorded is not None and recorded != layout:
+                    raise UsageError(f"{directory}: manifest records attention {recorded!r}, given as {layout!r}")
+                print(f"costing {layout} {directory} ...", file=sys.stderr, flush=True)
+                report = cost_model.cost_report(directory, chips=chips)
+                problems = cost_model.reference_model_mismatches(report["manifest"].get("model_config"))
+                if report["manifest"]["kind"] != "body" or problems:
+                    raise UsageError(f"{directory}: not a body package of the reference model ({'; '.join(problems)})")
+                entry = bucket_entry(report, directory, evidence_dir, chips, fit["parameters"], chip)
+                entry["package"]["attention_recorded"] = recorded
+                entry["package"]["attention"] = report_attention(directory)
+                if str(entry["length"]) in buckets:
+                    raise UsageError(f"two {layout} packages at L{entry['length']}")
+                buckets[str(entry["length"])] = entry
+            layouts[layout] = {"buckets": dict(sorted(buckets.items(), key=lambda item: int(item[0])))}
+
+        mil = None
+        if all(str(MIL_LENGTH) in layouts.get(layout, {}).get("buckets", {}) for layout in LAYOUTS):
+            at = {layout: next(d for d in packages[layout]
+                               if layouts[layout]["buckets"][str(MIL_LENGTH)]["package"]["directory"]
+                               == portable_path(d, evidence_dir)) for layout in LAYOUTS}
+            print(f"timing dense vs windowed at L{MIL_LENGTH} on mil ...", file=sys.stderr, flush=True)
+            mil = measure_mil_ratio(at["dense"], at["windowed"], args.source, args.mil_warmup, args.mil_calls)
+
+    calibration_bytes = Path(args.calibration).read_bytes()
+    evidence = {
+        "format": FORMAT,
+        "benchmark": "dense vs windowed local attention: calibrated latency predictions per bucket, mil time ratio",
+        "label": calibration.LABEL,
+        "chip": chip,
+        "calibration": {"file": portable_path(args.calibration, evidence_dir),
+                        "sha256": hashlib.sha256(calibration_bytes).hexdigest(), **fit,
+                        "note": "fitted to the reference run's dense measurements only; not tuned on any windowed "
+                                "graph"},
+        "layouts": layouts,
+        "comparison": (comparison(layouts["windowed"]["buckets"][str(MIL_LENGTH)],
+                                  layouts["dense"]["buckets"][str(MIL_LENGTH)])
+                       if all(str(MIL_LENGTH) in layouts.get(lay, {}).get("buckets", {}) for lay in LAYOUTS)
+                       else None),
+        "measured_mil_ratio": mil["ratio_p50"] if mil else None,
+        "mil_timing": mil,
+        "reference_run": {"citation": reference_run.citation(), "mlx": reference_run.load()["timings"]["mlx"]},
+        "provenance": {"machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint()},
+    }
+    for layout, entry in layouts.items():
+        for length, bucket in entry["buckets"].items():
+            print(f"{layout:>8} L{length:>4}: body {bucket['predicted_body_ms']:.2f} ms, request "
+                  f"{bucket['predicted_request_ms']:.2f} ms, {bucket['gflop']:.1f} GFLOP, "
+                  f"{bucket['unfused_mb']:.0f} MB unfused, {bucket['non_constant_ops']} ops", file=sys.stderr)
+    if mil:
+        print(f"measured_mil_ratio (windowed/dense, p50 of {mil['calls']} pairs): {mil['ratio_p50']:.3f}",
+              file=sys.stderr)
+    with atomic_file(args.output) as temporary:
+        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
