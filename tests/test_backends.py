@@ -17,7 +17,7 @@ from experiments.ane_engineering.execute.backends import (
     choose_backend,
     resolve_backend_name,
 )
-from experiments.ane_engineering.execute.ops import FP16_STRICT, FP32_ACCUMULATE
+from experiments.ane_engineering.execute.numerics import FP16_STRICT, FP32_ACCUMULATE
 
 ON_MAC = platform.system() == "Darwin"
 

@@ -15,6 +15,7 @@ broken-op tests below demonstrate.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import struct
@@ -27,9 +28,11 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.execute import ops as op_defs  # noqa: E402
+from experiments.ane_engineering.execute import kernels  # noqa: E402
 from experiments.ane_engineering.execute.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
-from experiments.ane_engineering.execute.ops import FP16_STRICT, Numerics, OpNode, UnsupportedOpError  # noqa: E402
+from experiments.ane_engineering.execute.numerics import FP16_STRICT, Numerics  # noqa: E402
+from experiments.ane_engineering.execute.ops.contraction import einsum_as_matmul  # noqa: E402
+from experiments.ane_engineering.execute.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
 
 TARGET = ct.target.macOS15
 U16 = 2.0 ** -11  # fp16 unit roundoff
@@ -37,6 +40,11 @@ TINY16 = 2.0 ** -24  # smallest fp16 subnormal
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+def swap_handler(monkeypatch, op_type: str, handler) -> None:
+    """Run `op_type` through `handler` for one test (its registration otherwise unchanged)."""
+    monkeypatch.setitem(OPS, op_type, dataclasses.replace(OPS[op_type], handler=handler))
+
 
 def ulp16(v) -> np.ndarray:
     """Spacing of fp16 numbers at |v| (2^-24 in the subnormal range)."""
@@ -135,7 +143,7 @@ RNG = np.random.default_rng(20240611)
 # ----------------------------------------------------------------------------------------------- fp16 casts
 
 def test_fast_fp16_casts_equal_numpy_bit_for_bit():
-    if op_defs._load_kernels() is None:
+    if kernels._load_kernels() is None:
         pytest.skip("numba kernels unavailable (numba missing or self-check failed): numpy casts are used")
     rng = np.random.default_rng(7)
     every_half = np.arange(65536, dtype=np.uint16).view(np.float16)
@@ -151,12 +159,12 @@ def test_fast_fp16_casts_equal_numpy_bit_for_bit():
     values = bits.view(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(np.float16)
-    got = op_defs.to_float16(values)
+    got = kernels.to_float16(values)
     # bit for bit, except NaN payloads: NaN stays NaN (the hardware conversion quiets signalling NaNs)
     same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))
     assert same.all(), values[~same][:5]
     halves = np.tile(every_half, 2)  # above the kernel's size threshold
-    wide, ref = op_defs.to_float32(halves), halves.astype(np.float32)
+    wide, ref = kernels.to_float32(halves), halves.astype(np.float32)
     assert np.all((wide.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(wide) & np.isnan(ref)))
     # the fused binary kernel: compute in float32, round once
     a = every_half[np.isfinite(every_half)]
@@ -165,8 +173,8 @@ def test_fast_fp16_casts_equal_numpy_bit_for_bit():
                    ("maximum", np.maximum), ("minimum", np.minimum)):
         with np.errstate(all="ignore"):
             want = fn(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
-            got = op_defs.binary16(op, a, b)
-            got_scalar = op_defs.binary16(op, a, b[:1])
+            got = kernels.binary16(op, a, b)
+            got_scalar = kernels.binary16(op, a, b[:1])
             want_scalar = fn(a.astype(np.float32), b[:1].astype(np.float32)).astype(np.float16)
         assert np.all((got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))), op
         assert np.all((got_scalar.view(np.uint16) == want_scalar.view(np.uint16))
@@ -237,7 +245,7 @@ def test_gelu_tanh_approximation_in_place_of_exact_is_caught(elementwise_pkg, mo
         x = num.f(args["x"])
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # ignores mode
 
-    monkeypatch.setitem(op_defs.OP_HANDLERS, "gelu", wrong_gelu)
+    swap_handler(monkeypatch, "gelu", wrong_gelu)
     out = MILExecutor(elementwise_pkg).run({"x": X, "y": Y, "p": P})
     assert violation(out["o_gelu"], elementwise_refs()["o_gelu"]) > 1.0
     assert violation(out["o_gelu_tanh"], elementwise_refs()["o_gelu_tanh"]) <= 1.0
@@ -291,24 +299,24 @@ def test_norm_softmax_reduction_ops_match_float64_reference(norm_pkg):
 @pytest.mark.parametrize("broken", ["softmax_axis", "layer_norm_epsilon"])
 def test_broken_norm_semantics_are_caught(norm_pkg, monkeypatch, broken):
     if broken == "softmax_axis":
-        original = op_defs.OP_HANDLERS["softmax"]
+        original = OPS["softmax"].handler
 
         def wrong(node, args, num):
             args = dict(args)
             args["axis"] = np.int32(-1 if int(args["axis"]) != -1 else 1)  # the other axis
             return original(node, args, num)
 
-        monkeypatch.setitem(op_defs.OP_HANDLERS, "softmax", wrong)
+        swap_handler(monkeypatch, "softmax", wrong)
         name = "o_softmax1"
     else:
-        original = op_defs.OP_HANDLERS["layer_norm"]
+        original = OPS["layer_norm"].handler
 
         def wrong(node, args, num):
             args = dict(args)
             args["epsilon"] = np.float16(0)  # epsilon ignored
             return original(node, args, num)
 
-        monkeypatch.setitem(op_defs.OP_HANDLERS, "layer_norm", wrong)
+        swap_handler(monkeypatch, "layer_norm", wrong)
         name = "o_ln_small"
     out = MILExecutor(norm_pkg).run({"x": NX, "s": NS})
     assert violation(out[name], norm_refs()[name]) > 1.0
@@ -451,7 +459,7 @@ def test_einsum_in_other_orders_matches_numpy():
     p = rng.standard_normal((1, 12, 2, 12)).astype(np.float32)  # b k h q, h broadcast against 1
     for eq, a, b in (("bchq,bkhc->bkhq", q, k), ("bkhc,bchq->bkhq", k, q), ("bkhq,bchk->bchq", p, q),
                      ("bchk,bkhq->bchq", q, p), ("ij,jk->ki", k[0, :, 0, :], q[0, :, 0, :])):
-        got = op_defs.einsum_as_matmul(eq, a, b, num.matmul, lambda t, ax: num.sum(t, ax))
+        got = einsum_as_matmul(eq, a, b, num.matmul, lambda t, ax: num.sum(t, ax))
         if a.ndim == 4 and a.shape[2] != b.shape[2]:  # MIL einsum broadcasts a size-1 h
             h = max(a.shape[2], b.shape[2])
             a = np.broadcast_to(a, a.shape[:2] + (h,) + a.shape[3:])
@@ -497,12 +505,12 @@ def _node(op_type, shapes, dtypes):
 
 def test_fill_shape_cast_handlers():
     num = Numerics()
-    out = op_defs.OP_HANDLERS["fill"](_node("fill", [(2, 3)], [np.float16]),
+    out = OPS["fill"].handler(_node("fill", [(2, 3)], [np.float16]),
                                       {"shape": np.array([2, 3], np.int32), "value": np.float16(1.5)}, num)
     assert out.shape == (2, 3) and out.dtype == np.float16 and np.all(out == 1.5)
-    out = op_defs.OP_HANDLERS["shape"](_node("shape", [(4,)], [np.int32]), {"x": np.zeros((1, 2, 3, 4))}, num)
+    out = OPS["shape"].handler(_node("shape", [(4,)], [np.int32]), {"x": np.zeros((1, 2, 3, 4))}, num)
     assert out.tolist() == [1, 2, 3, 4]
-    out = op_defs.OP_HANDLERS["cast"](_node("cast", [(3,)], [np.int32]), {"x": np.array([-1.7, 0.2, 2.9]), "dtype": "int32"}, num)
+    out = OPS["cast"].handler(_node("cast", [(3,)], [np.int32]), {"x": np.array([-1.7, 0.2, 2.9]), "dtype": "int32"}, num)
     assert out.tolist() == [-1, 0, 2]
 
 
@@ -514,7 +522,7 @@ def test_constexpr_handlers_equal_coremltools_decompression():
 
     num = Numerics()
     rng = np.random.default_rng(3)
-    h = op_defs.OP_HANDLERS
+    h = {op_type: op_def.handler for op_type, op_def in OPS.items()}
     # iOS18 LUT, per-grouped-channel scalar and vector palettization
     idx = rng.integers(0, 16, size=(8, 6, 1, 1)).astype(np.uint8)
     lut = rng.standard_normal((4, 1, 1, 1, 16, 1)).astype(np.float16)
@@ -666,7 +674,7 @@ def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
 # ----------------------------------------------------------------------------------------------- load-time refusal, inputs, memory
 
 def test_unsupported_op_fails_at_load_naming_type_and_op(norm_pkg, monkeypatch):
-    monkeypatch.delitem(op_defs.OP_HANDLERS, "softmax")
+    monkeypatch.delitem(OPS, "softmax")
     with pytest.raises(UnsupportedOpError) as err:
         MILExecutor(norm_pkg)
     msg = str(err.value)
@@ -689,7 +697,7 @@ def test_handler_failure_names_the_op(norm_pkg, monkeypatch):
     def boom(node, args, num):
         raise ValueError("bad")
 
-    monkeypatch.setitem(op_defs.OP_HANDLERS, "reduce_sum", boom)
+    swap_handler(monkeypatch, "reduce_sum", boom)
     ex = MILExecutor(norm_pkg)
     with pytest.raises(ExecutionError, match=r"o_sum.*reduce_sum.*bad"):
         ex.run({"x": NX, "s": NS})
@@ -797,14 +805,14 @@ def test_tiny_body_with_broken_softmax_axis_fails(tiny_body, monkeypatch):
     ck, body, path = tiny_body
     cases = _body_cases(ck, body, 3)
     tol = body_tolerance(ck, [c[2] for c in cases])
-    original = op_defs.OP_HANDLERS["softmax"]
+    original = OPS["softmax"].handler
 
     def wrong_axis(node, args, num):
         args = dict(args)
         args["axis"] = np.int32(3)  # the query axis instead of the key axis
         return original(node, args, num)
 
-    monkeypatch.setitem(op_defs.OP_HANDLERS, "softmax", wrong_axis)
+    swap_handler(monkeypatch, "softmax", wrong_axis)
     _, errors = _body_errors(path, cases)
     assert max(errors) > tol, (errors, tol)
 

@@ -1,13 +1,18 @@
 """Executing exported ML programs without Core ML.
 
 - program.py: load a saved .mlpackage back into a PyMIL Program (no torch model, no checkpoint)
-- ops.py: one numpy handler per MIL op type (`OP_HANDLERS`), precision modes fp32-accumulate / fp16-strict
+- registry.py: `register` and `OPS`, one `OpDef` (handler, load-time prepare, opsets) per MIL op type
+- ops/: the handlers, one module per family (elementwise, activation, normalization, reduction, tensor_shape,
+  gather, contraction, constexpr)
+- numerics.py: precision modes fp32-accumulate / fp16-strict (`Numerics`), `cast_to`
+- kernels.py: numba fp16 <-> fp32 and fused fp16 binary kernels, the thread pool
 - executor.py: `MILExecutor`, runs the program op by op with fp16 storage and bounded memory
 - backends.py: the `Backend` interface, `MILBackend`, `CoreMLBackend` (macOS) and `choose_backend`
 
 Heavy imports (coremltools, scipy) happen inside the modules that need them, not here.
 """
 
-from .ops import FP16_STRICT, FP32_ACCUMULATE, MODES, UnsupportedOpError
+from .numerics import FP16_STRICT, FP32_ACCUMULATE, MODES
+from .registry import UnsupportedOpError
 
 __all__ = ["FP16_STRICT", "FP32_ACCUMULATE", "MODES", "UnsupportedOpError"]

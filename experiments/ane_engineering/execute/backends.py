@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import HarnessError
-from .ops import FP16_STRICT, FP32_ACCUMULATE, MODES
+from .numerics import FP16_STRICT, FP32_ACCUMULATE, MODES
 
 BACKEND_CHOICES = ("auto", "mil", "mil-fp16-strict", "coreml", "coreml-cpu", "coreml-gpu", "coreml-all")
 COMPUTE_UNITS = ("CPU_AND_NE", "CPU_ONLY", "CPU_AND_GPU", "ALL")
@@ -237,7 +237,7 @@ class CoreMLBackend(Backend):
     def __del__(self):  # the compiled .mlmodelc lives in a temporary directory
         try:
             self.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - closing is best effort at interpreter exit
             pass
 
 

@@ -5,7 +5,7 @@ read from the package's weight.bin (fp16 as stored; palettized / quantized weigh
 indices and tables by the constexpr handlers). No torch model, no checkpoint, no fallback to torch.
 
 What it does:
-- ops run in program order, one numpy handler per MIL op type (ops.OP_HANDLERS);
+- ops run in program order, one numpy handler per MIL op type (registry.OPS, filled by the families in ops/);
 - every op's output is stored in the op's declared dtype: for FP16 programs each output is rounded to fp16
   (np.float16), as Core ML's FP16 path stores activations;
 - const ops and ops whose inputs are all constant (constexpr decompression and anything the converter left
@@ -15,7 +15,7 @@ What it does:
 - every op type is checked at load: an op without a handler raises UnsupportedOpError naming the op type, the
   op's name and its position before anything runs.
 
-Accumulation precision (`mode`, see ops.py for the exact definitions):
+Accumulation precision (`mode`, see numerics.py for the exact definitions):
 - "fp32-accumulate" (default): each op converts its fp16 inputs to float32, computes in float32 (float32 BLAS for
   conv/matmul/linear/einsum dot products, float32 reductions) and rounds its output once to fp16;
 - "fp16-strict": every elementary step inside an op is rounded to fp16 and every dot product and reduction is
@@ -23,7 +23,7 @@ Accumulation precision (`mode`, see ops.py for the exact definitions):
 
 Speed: conv/matmul/einsum products are float32 BLAS calls (1x1 conv = (Cout x Cin) @ (Cin x L) against a float32
 weight matrix cached at load; per-head einsums = one matmul each); fp16 <-> fp32 conversion and the fused fp16
-binary ops run in small numba kernels when numba is installed (ops.py); large products and kernels are split
+binary ops run in small numba kernels when numba is installed (kernels.py); large products and kernels are split
 over `threads` Python threads (default: the CPUs this process may use) with BLAS pinned to one thread per call.
 Measured on the 2-core machine (idle), full-size body (22 layers, hidden 768, 12 heads) at L1024, interleaved
 with the BC1S torch FP32 forward in one process: 2 threads 3.06 s vs torch 2.30 s (1.33x); 1 thread 4.72 s vs
@@ -41,16 +41,18 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import HarnessError
-from . import ops as op_defs
-from .ops import CONSTEXPR_PREFIX, FP32_ACCUMULATE, MODES, Numerics, OpNode, UnsupportedOpError, cast_to
+from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
+from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
 from .program import LoadedProgram, load_program, numpy_dtype, static_shape
+from .registry import CONSTEXPR_PREFIX, OPS, OpDef, OpNode, UnsupportedOpError
 
 
 class ExecutionError(HarnessError):
@@ -118,7 +120,7 @@ class MILExecutor:
 
     def __init__(self, package: str | Path | LoadedProgram, mode: str = FP32_ACCUMULATE, *,
                  strict_chunk: int = 1, function_name: str = "main", keep_program: bool = False,
-                 registry: dict[str, Callable] | None = None, threads: int | None = None):
+                 registry: dict[str, OpDef] | None = None, threads: int | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
         started = time.perf_counter()
@@ -133,7 +135,7 @@ class MILExecutor:
         self.op_type_counts = loaded.op_type_counts()
         self.threads = _available_cpus() if threads is None else max(1, int(threads))
         self.num = Numerics(mode, strict_chunk, self.threads)
-        self._registry = op_defs.OP_HANDLERS if registry is None else registry
+        self._registry = OPS if registry is None else registry
         self._build(loaded)
         self.program = loaded if keep_program else None  # the plan holds everything needed to run
         self.load_seconds = time.perf_counter() - started
@@ -185,7 +187,8 @@ class MILExecutor:
                 output_shapes=[static_shape(v) for v in op.outputs],
                 output_dtypes=[numpy_dtype(v.dtype) for v in op.outputs],
             )
-            handler = self._registry[op.op_type]
+            op_def = self._registry[op.op_type]
+            handler = op_def.handler
             out_slots = [new_slot(v) for v in op.outputs]
             if op.op_type == "const":
                 value = self._finish(node, handler(node, {"val": _const_value(op.outputs[0])}, self.num))
@@ -224,9 +227,8 @@ class MILExecutor:
                     self._consts[s] = v
                 self.n_folded += 1
                 continue
-            prepare = getattr(handler, "prepare", None)
-            if prepare is not None:
-                prepare(node, const_args, self.num)
+            if op_def.prepare is not None:
+                op_def.prepare(node, const_args, self.num)
             self._steps.append(_Step(node, handler, const_args, slot_args, tuple_args, out_slots))
 
         self._output_slots = {}
@@ -283,7 +285,7 @@ class MILExecutor:
             result = handler(node, args, self.num)
         except (UnsupportedOpError, ExecutionError):
             raise
-        except Exception as exc:  # noqa: BLE001 - name the op, keep the cause
+        except Exception as exc:  # name the op, keep the cause
             raise ExecutionError(f"{node.where()} failed: {type(exc).__name__}: {exc}") from exc
         return self._finish(node, result)
 
@@ -336,7 +338,7 @@ class MILExecutor:
                 result = step.handler(node, args, num)
             except (UnsupportedOpError, ExecutionError):
                 raise
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise ExecutionError(f"{node.where()} failed: {type(exc).__name__}: {exc}") from exc
             del args
             values = self._finish(node, result)

@@ -175,7 +175,7 @@ def load_program(package_path: str | Path, function_name: str = "main") -> Loade
     with _quiet():
         try:
             model = ct.models.MLModel(str(path), skip_model_load=True)
-        except Exception as exc:  # noqa: BLE001 - report what the package is, not a traceback from deep inside
+        except Exception as exc:  # report what the package is, not a traceback from deep inside
             raise ProgramLoadError(f"cannot read {path} as a Core ML model: {exc}") from exc
         spec = model.get_spec()
         if spec.WhichOneof("Type") != "mlProgram":

@@ -1,0 +1,15 @@
+"""Op handlers grouped by family, one module each; importing this package registers every op in registry.OPS.
+
+A new family: a module here whose handlers use `@register(...)` from ..registry, and one import line below.
+"""
+
+from . import (
+    activation,  # noqa: F401
+    constexpr,  # noqa: F401
+    contraction,  # noqa: F401
+    elementwise,  # noqa: F401
+    gather,  # noqa: F401
+    normalization,  # noqa: F401
+    reduction,  # noqa: F401
+    tensor_shape,  # noqa: F401
+)
