@@ -10,6 +10,7 @@ from . import (
     elementwise,  # noqa: F401
     gather,  # noqa: F401
     normalization,  # noqa: F401
+    recurrent,  # noqa: F401
     reduction,  # noqa: F401
     tensor_shape,  # noqa: F401
 )
