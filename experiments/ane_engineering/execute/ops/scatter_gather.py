@@ -1,0 +1,97 @@
+"""gather_nd, scatter, scatter_along_axis, scatter_nd (coremltools' iOS15/16/17 scatter_gather.py).
+
+- gather_nd: output[i_0..i_{K-2}] = x[indices[i_0..i_{K-2}]] (tf.gather_nd); iOS16+ `batch_dims` leading axes of x
+  and indices are batch axes gathered pairwise, output shape indices.shape[:-1] + x.shape[batch_dims + K[-1]:].
+- scatter (slices along `axis` at a 1-D index list), scatter_along_axis (np.put_along_axis-shaped), scatter_nd
+  (slices at index tuples): output = data, then output[idx] = mode(output[idx], update) for every update in order;
+  modes update, add, sub (output - update), mul, div (output / update), max, min; default "add". Repeated indices
+  accumulate (numpy's unbuffered ufunc.at) and, for update, the last one wins.
+- Negative indices count from the end (iOS15/16 allow them; iOS17 calls them out of bounds with undefined result).
+  iOS17 `validate_indices=True` refuses any index outside [0, size).
+
+Numerics: gathers copy. Scatter accumulation runs in the mode's compute dtype: float32 then one rounding in
+fp32-accumulate, every accumulation rounded to fp16 in fp16-strict; int32 data stays int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import UnsupportedOpError, register
+from .common import as_axis, as_bool, as_int
+
+_MODES = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+          "min": np.minimum}
+
+
+def _checked(node, indices, sizes, args) -> np.ndarray:
+    """int64 indices with negatives wrapped; out-of-range ones refused (always when validate_indices is set)."""
+    idx = np.asarray(indices).astype(np.int64)
+    sizes = np.asarray(sizes, np.int64)
+    validate = args.get("validate_indices") is not None and as_bool(args["validate_indices"])
+    if validate and np.any((idx < 0) | (idx >= sizes)):
+        raise IndexError(f"{node.op_type} indices out of bounds [0, {sizes.tolist()}) ({node.where()})")
+    idx = np.where(idx < 0, idx + sizes, idx)
+    if np.any((idx < 0) | (idx >= sizes)):
+        raise IndexError(f"{node.op_type} indices out of bounds for sizes {sizes.tolist()} ({node.where()})")
+    return idx
+
+
+@register("gather_nd")
+def op_gather_nd(node, args, num):
+    x = np.asarray(args["x"])
+    b = as_int(args.get("batch_dims", 0))
+    indices = np.asarray(args["indices"])
+    k = indices.shape[-1]
+    idx = _checked(node, indices, x.shape[b:b + k], args)
+    batch = int(np.prod(x.shape[:b])) if b else 1
+    xs = x.reshape((batch,) + x.shape[b:])
+    flat = idx.reshape(batch, -1, k)  # (B, M, k)
+    batch_index = np.broadcast_to(np.arange(batch)[:, None], flat.shape[:2])
+    out = xs[(batch_index,) + tuple(flat[..., j] for j in range(k))]  # (B, M, *x.shape[b+k:])
+    return out.reshape(indices.shape[:-1] + x.shape[b + k:])
+
+
+def _apply(node, out, index, updates, mode: str):
+    if mode == "update":
+        out[index] = updates  # repeated indices: numpy assigns in order, the last one stays
+    elif mode in _MODES:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _MODES[mode].at(out, index, updates)
+    else:
+        raise UnsupportedOpError(f"{node.op_type} mode {mode!r} ({node.where()})")
+    return out
+
+
+def _data(args, num):
+    data, updates = num.f(args["data"]), num.f(args["updates"])
+    return np.array(data, copy=True), updates.astype(data.dtype, copy=False)
+
+
+@register("scatter")
+def op_scatter(node, args, num):
+    out, updates = _data(args, num)
+    axis = as_axis(args.get("axis", 0), out.ndim)
+    idx = _checked(node, np.asarray(args["indices"]).reshape(-1), out.shape[axis], args)
+    index = (slice(None),) * axis + (idx,)
+    return _apply(node, out, index, updates, str(args.get("mode", "add")))
+
+
+@register("scatter_along_axis")
+def op_scatter_along_axis(node, args, num):
+    out, updates = _data(args, num)
+    axis = as_axis(args.get("axis", 0), out.ndim)
+    idx = _checked(node, args["indices"], out.shape[axis], args)
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = idx
+    return _apply(node, out, tuple(grid), updates, str(args.get("mode", "add")))
+
+
+@register("scatter_nd")
+def op_scatter_nd(node, args, num):
+    out, updates = _data(args, num)
+    indices = np.asarray(args["indices"])
+    k = indices.shape[-1]
+    idx = _checked(node, indices, out.shape[:k], args).reshape(-1, k)
+    flat_updates = updates.reshape((idx.shape[0],) + out.shape[k:])
+    return _apply(node, out, tuple(idx[:, j] for j in range(k)), flat_updates, str(args.get("mode", "add")))

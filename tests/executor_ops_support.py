@@ -1,0 +1,74 @@
+"""Helpers for the per-op executor tests: build a MIL program with coremltools' builder and run it through the
+mil executor directly (no package round trip: the builder materialises every default input as a const, as the
+package loader does), and fp16 tolerances derived from the reference value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip("coremltools")
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+
+from experiments.ane_engineering.execute.executor import MILExecutor
+from experiments.ane_engineering.execute.program import LoadedProgram, _tensor_info
+
+MODES = ("fp32-accumulate", "fp16-strict")
+U16 = 2.0 ** -11  # fp16 unit roundoff
+TINY16 = 2.0 ** -24  # smallest fp16 subnormal
+DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}
+
+
+def spec(a: np.ndarray):
+    return mb.TensorSpec(shape=a.shape, dtype=DTYPES[np.asarray(a).dtype.type])
+
+
+def loaded(prog, opset: str) -> LoadedProgram:
+    function = prog.functions["main"]
+    return LoadedProgram(path=Path(f"<builder program, {opset}>"), program=prog, function_name="main",
+                         specification_version=0, opset=opset,
+                         inputs=[_tensor_info(v) for v in function.inputs.values()],
+                         outputs=[_tensor_info(v) for v in function.outputs], weights_dir=None)
+
+
+def run(build, inputs: dict, mode: str = "fp32-accumulate", opset=None) -> list[np.ndarray]:
+    """build(*input vars) -> var or tuple of vars, built at `opset` (default iOS17); the outputs in order."""
+    from coremltools.converters.mil.mil import Function, Program
+
+    opset = opset or ct.target.iOS17
+    names = list(inputs)
+    with Function({n: spec(inputs[n]) for n in names}, opset) as func:
+        out = build(*[func.inputs[n] for n in names])
+        func.set_outputs(list(out) if isinstance(out, (tuple, list)) else [out])
+    prog = Program()
+    prog.add_function("main", func)
+    ex = MILExecutor(loaded(prog, opset.name), mode=mode, threads=1)
+    out = ex.run(dict(inputs))
+    return [out[n] for n in ex.output_names]
+
+
+def ulp16(v) -> np.ndarray:
+    a = np.abs(np.asarray(v, dtype=np.float64))
+    return 2.0 ** (np.floor(np.log2(np.maximum(a, 2.0 ** -14))) - 10)
+
+
+def assert_fp16(out, ref, ulps: float = 1.0, extra=0.0, what: str = ""):
+    """|out - ref| <= ulps * ulp16(ref) + extra (+ the fp16 subnormal step): `ulps` = 1 is the one rounding of an
+    exact result to fp16 (half an ulp) with slack for float32 evaluation; more for fp16-strict's inner roundings."""
+    out = np.asarray(out)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert out.shape == ref.shape, (what, out.shape, ref.shape)
+    o = out.astype(np.float64)
+    with np.errstate(over="ignore"):
+        overflow = np.isfinite(ref) & np.isinf(ref.astype(np.float16))  # beyond 65520: fp16 stores +-inf
+    same_special = (np.isnan(o) & np.isnan(ref)) | ((np.isinf(ref) | overflow) & (o == np.where(ref > 0, np.inf, -np.inf)))
+    tol = ulps * ulp16(ref) + TINY16 + extra
+    bad = ~same_special & ~(np.abs(o - ref) <= tol)
+    assert not bad.any(), f"{what}: {int(bad.sum())} values off, e.g. got {o[bad][:4]} want {ref[bad][:4]}"
+
+
+def f16(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float16)
