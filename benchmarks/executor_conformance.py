@@ -27,9 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
-from experiments.ane_engineering.export.staging import check_output  # noqa: E402
+from experiments.ane_engineering.cli import atomic_file
+from experiments.ane_engineering.evidence.provenance import (
+    harness_fingerprint,
+    machine,
+    tool_versions,
+)
+from experiments.ane_engineering.export.staging import check_output
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "experiments.ane_engineering.execute.coremltools_suite"
@@ -50,7 +54,7 @@ def run_file(path: Path, report: Path, timeout: float) -> dict:
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
         status, tail = done.returncode, done.stdout.strip().splitlines()[-1:] or [""]
     except subprocess.TimeoutExpired:
         status, tail = "timeout", [f"stopped after {timeout:.0f} s"]

@@ -128,8 +128,8 @@ def _run_core_ml_predict(mlmodel, input_key_values, state=None):
 
 def install() -> None:
     """Point the suite's macOS prediction path at the executor (idempotent)."""
-    import coremltools.converters.mil.testing_utils as testing_utils
     import coremltools.models.utils as model_utils
+    from coremltools.converters.mil import testing_utils
     from coremltools.models import MLModel
 
     if getattr(testing_utils, "_mil_executor_installed", False):

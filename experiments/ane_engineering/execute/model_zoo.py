@@ -31,9 +31,9 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -62,7 +62,9 @@ def conversion_fixes() -> None:
     install_numpy2_scalar_cast_workaround()
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.frontend.torch.ops import _get_inputs
-    from coremltools.converters.mil.frontend.torch.torch_op_registry import register_torch_op
+    from coremltools.converters.mil.frontend.torch.torch_op_registry import (
+        register_torch_op,
+    )
     from coremltools.converters.mil.frontend.torch.utils import NUM_TO_NUMPY_DTYPE
 
     def new_ones(context, node):  # written like coremltools' own new_zeros, with the requested dtype
