@@ -26,6 +26,7 @@ the opset of the case's backend and the op types of the program(s) the executor 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types as pytypes
 from pathlib import Path
@@ -126,22 +127,41 @@ def _run_core_ml_predict(mlmodel, input_key_values, state=None):
     return executor_predict(mlmodel, input_key_values, state)
 
 
-def install() -> None:
-    """Point the suite's macOS prediction path at the executor (idempotent)."""
+def _patches() -> list[tuple[object, str, object]]:
+    """(object, attribute, new value) for every name the plugin replaces."""
     import coremltools.models.utils as model_utils
     from coremltools.converters.mil import testing_utils
     from coremltools.models import MLModel
 
-    if getattr(testing_utils, "_mil_executor_installed", False):
-        return
     shim = pytypes.SimpleNamespace(**{k: getattr(model_utils, k) for k in dir(model_utils) if not k.startswith("__")})
     shim._macos_version = lambda: FAKE_MACOS_VERSION
     shim._is_macos = lambda: False  # keeps macos_compatible_with_deployment_target from filtering opsets
-    testing_utils.coremltoolsutils = shim
-    testing_utils._IS_MACOS = True
-    testing_utils.run_core_ml_predict = _run_core_ml_predict
-    MLModel.predict = lambda self, data, state=None: executor_predict(self, data, state)
-    testing_utils._mil_executor_installed = True
+    return [
+        (testing_utils, "coremltoolsutils", shim),
+        (testing_utils, "_IS_MACOS", True),
+        (testing_utils, "run_core_ml_predict", _run_core_ml_predict),
+        (MLModel, "predict", lambda self, data, state=None: executor_predict(self, data, state)),
+    ]
+
+
+def install() -> None:
+    """Point the suite's macOS prediction path at the executor for the rest of the process (the plugin's way)."""
+    for owner, name, value in _patches():
+        setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def installed():
+    """The same patches for the duration of a `with` block, then the originals back (for use inside other tests)."""
+    patches = _patches()
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 # ----------------------------------------------------------------------------------------------- pytest hooks
