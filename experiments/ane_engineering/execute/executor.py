@@ -51,8 +51,14 @@ import numpy as np
 from ..errors import HarnessError
 from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
 from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
-from .program import LoadedProgram, load_program, numpy_dtype, static_shape
-from .registry import CONSTEXPR_PREFIX, OPS, OpDef, OpNode, UnsupportedOpError
+from .program import (
+    LoadedProgram,
+    load_program,
+    static_shape,
+    var_dtype,
+    walk_operations,
+)
+from .registry import CONSTEXPR_PREFIX, OPS, OPSETS, OpDef, OpNode, UnsupportedOpError
 
 
 class ExecutionError(HarnessError):
@@ -72,6 +78,61 @@ class _Step:
     tuple_args: list[tuple[str, list[tuple[bool, Any]]]]  # (is_slot, slot or constant value)
     out_slots: list[int]
     free_after: list[int] = field(default_factory=list)
+    outer_reads: list[int] = field(default_factory=list)  # slots its nested blocks read from outside them
+    inner_slots: list[int] = field(default_factory=list)  # slots produced inside its blocks; cleared after the op
+
+
+@dataclass
+class _BlockPlan:
+    """A nested block (cond branch, while_loop condition or body): its input slots, steps and output slots."""
+    input_slots: list[int]
+    steps: list[_Step]
+    output_slots: list[int]
+
+
+def _nbytes(value) -> int:
+    return value.nbytes if isinstance(value, np.ndarray) else 0
+
+
+def _summarise_args(args: dict) -> str:
+    """'x=float16(1, 4, 1, 96), axes=[1]': what an op received, for the message of an op that failed."""
+    def one(v):
+        if isinstance(v, np.ndarray):
+            return f"{v.dtype}{tuple(v.shape)}" if v.size > 8 else f"{v.dtype}{v.tolist()}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(one(np.asarray(x)) for x in v) + "]"
+        return repr(v)
+    return ", ".join(f"{k}={one(v)}" for k, v in args.items())
+
+
+def _reads(plans: list[_BlockPlan]) -> set[int]:
+    """Every slot the steps of these blocks (and blocks nested in them) read, and their outputs."""
+    read: set[int] = set()
+    for plan in plans:
+        read.update(plan.output_slots)
+        for step in plan.steps:
+            read.update(s for _, s in step.slot_args)
+            read.update(s for _, items in step.tuple_args for is_slot, s in items if is_slot)
+            read.update(step.outer_reads)
+    return read
+
+
+def unsupported_ops(operations: list, opset: str, registry: dict[str, OpDef] | None = None) -> dict[str, dict]:
+    """{op type: {count, first, reason}} for every op (nested blocks included) the registry cannot run at `opset`.
+    Ops are numbered in walk order (nested blocks right after their op), as OpNode.index."""
+    registry = OPS if registry is None else registry
+    problems: dict[str, dict] = {}
+    for index, op in enumerate(walk_operations(operations)):
+        op_def = registry.get(op.op_type)
+        if op_def is None:
+            reason = "no handler"
+        elif opset in OPSETS and opset not in op_def.opsets:
+            reason = f"implemented for {', '.join(op_def.opsets)}, the program is {opset}"
+        else:
+            continue
+        entry = problems.setdefault(op.op_type, {"count": 0, "first": f"op #{index} {op.name!r}", "reason": reason})
+        entry["count"] += 1
+    return problems
 
 
 def _const_value(var):
@@ -81,7 +142,7 @@ def _const_value(var):
     if val is None:
         raise ValueError(f"const {var.name!r} has no value")
     arr = np.asarray(val)
-    want = numpy_dtype(var.dtype)
+    want = var_dtype(var)
     if arr.dtype != want and arr.dtype.kind in "fiub" and want.kind in "fiub":
         arr = arr.astype(want)
     return arr
@@ -119,7 +180,7 @@ class MILExecutor:
     """Load once, run many times: `MILExecutor(path).run({"embeddings": ..., ...})`."""
 
     def __init__(self, package: str | Path | LoadedProgram, mode: str = FP32_ACCUMULATE, *,
-                 strict_chunk: int = 1, function_name: str = "main", keep_program: bool = False,
+                 strict_chunk: int = 1, function_name: str | None = None, keep_program: bool = False,
                  registry: dict[str, OpDef] | None = None, threads: int | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
@@ -148,16 +209,14 @@ class MILExecutor:
         return self.num.mode
 
     def _check_supported(self, operations: list) -> None:
-        for index, op in enumerate(operations):
-            if op.op_type not in self._registry:
-                raise UnsupportedOpError(
-                    f"unsupported MIL op {op.op_type!r} (op #{index} {op.name!r}) in function {self.function_name} "
-                    f"of {self.package_path}; the mil executor has no handler for it "
-                    f"(supported: {', '.join(sorted(self._registry))})")
-            if getattr(op, "blocks", None):
-                raise UnsupportedOpError(
-                    f"unsupported MIL op {op.op_type!r} with nested blocks (op #{index} {op.name!r}) in function "
-                    f"{self.function_name}; control flow is not executed here")
+        """Every unsupported op type at once, before anything runs."""
+        problems = unsupported_ops(operations, self.opset, self._registry)
+        if problems:
+            listed = "; ".join(f"unsupported MIL op {t!r} ({p['reason']}): {p['count']} op{'s' if p['count'] > 1 else ''}, "
+                               f"first {p['first']}" for t, p in sorted(problems.items()))
+            raise UnsupportedOpError(
+                f"function {self.function_name} of {self.package_path} uses {len(problems)} op type(s) the mil "
+                f"executor cannot run: {listed} (supported ops and opsets: docs/EXECUTOR_OPS.md)")
 
     def _build(self, loaded: LoadedProgram) -> None:
         function = loaded.function
@@ -178,14 +237,27 @@ class MILExecutor:
             self._input_slots[name] = new_slot(var)
 
         self._consts: dict[int, Any] = {}
-        self._steps: list[_Step] = []
         self.n_folded = 0
-        for index, op in enumerate(operations):
+        self._env: list[Any] = []  # the running call's values; nested blocks read and write it
+        self._steps = self._compile(operations, slot_of, new_slot, iter(range(1 << 62)), "")
+
+        self._output_slots = {}
+        for var in function.outputs:
+            self._output_slots[var.name] = slot_of[id(var)]
+        self._plan_frees()
+
+    def _compile(self, operations: list, slot_of: dict, new_slot, counter, block: str) -> list[_Step]:
+        """The steps of one op list (the function's, or a nested block's); const and foldable ops are evaluated
+        here, once. `counter` numbers ops in walk order (nested blocks right after their op)."""
+        steps: list[_Step] = []
+        for op in operations:
+            index = next(counter)
             node = OpNode(
                 index=index, name=op.name, op_type=op.op_type, function=self.function_name,
                 output_names=[v.name for v in op.outputs],
                 output_shapes=[static_shape(v) for v in op.outputs],
-                output_dtypes=[numpy_dtype(v.dtype) for v in op.outputs],
+                output_dtypes=[var_dtype(v) for v in op.outputs],
+                block=block,
             )
             op_def = self._registry[op.op_type]
             handler = op_def.handler
@@ -197,7 +269,7 @@ class MILExecutor:
             const_args: dict[str, Any] = {}
             slot_args: list[tuple[str, int]] = []
             tuple_args: list[tuple[str, list[tuple[bool, Any]]]] = []
-            all_const = True
+            all_const = not op.blocks  # an op with blocks may read run-time values inside them
             for param, arg in op.inputs.items():
                 if isinstance(arg, (list, tuple)):
                     items = []
@@ -229,12 +301,46 @@ class MILExecutor:
                 continue
             if op_def.prepare is not None:
                 op_def.prepare(node, const_args, self.num)
-            self._steps.append(_Step(node, handler, const_args, slot_args, tuple_args, out_slots))
+            step = _Step(node, handler, const_args, slot_args, tuple_args, out_slots)
+            if op.blocks:
+                first_inner = len(self._slot_names)
+                plans = []
+                for number, nested in enumerate(op.blocks):
+                    inputs = [new_slot(v) for v in nested.inputs]
+                    nested_steps = self._compile(list(nested.operations), slot_of, new_slot, counter,
+                                                 f"block {number} of {op.name!r}")
+                    plans.append(_BlockPlan(inputs, nested_steps, [slot_of[id(v)] for v in nested.outputs]))
+                inner = set(range(first_inner, len(self._slot_names)))
+                step.inner_slots = sorted(inner - set(self._consts))
+                step.outer_reads = sorted(_reads(plans) - inner - set(self._consts))
+                node.blocks = [self._block_runner(plan) for plan in plans]
+            steps.append(step)
+        return steps
 
-        self._output_slots = {}
-        for var in function.outputs:
-            self._output_slots[var.name] = slot_of[id(var)]
-        self._plan_frees()
+    def _block_runner(self, plan: _BlockPlan) -> Callable[[list], list]:
+        """run_block(input values) -> output values, on the running call's values (what cond/while_loop call)."""
+        def run_block(values: list) -> list:
+            env = self._env
+            for s, v in zip(plan.input_slots, values):
+                env[s] = v
+            for step in plan.steps:
+                self._run_step(step, env)
+            return [self._consts[s] if s in self._consts else env[s] for s in plan.output_slots]
+        return run_block
+
+    def _run_step(self, step: _Step, env: list) -> list:
+        args = dict(step.const_args)
+        for param, s in step.slot_args:
+            args[param] = env[s]
+        for param, items in step.tuple_args:
+            args[param] = [env[v] if is_slot else v for is_slot, v in items]
+        values = self._call(step.node, step.handler, args)
+        del args
+        for s, v in zip(step.out_slots, values):
+            env[s] = v
+        for s in step.inner_slots:
+            env[s] = None
+        return values
 
     def _plan_frees(self) -> None:
         """Last use of every non-constant slot; free it right after that step (or at once if never read)."""
@@ -242,6 +348,8 @@ class MILExecutor:
         last_use: dict[int, int] = {}
         for i, step in enumerate(self._steps):
             for _, s in step.slot_args:
+                last_use[s] = i
+            for s in step.outer_reads:
                 last_use[s] = i
             for _, items in step.tuple_args:
                 for is_slot, s in items:
@@ -265,7 +373,7 @@ class MILExecutor:
                                  f"{len(node.output_dtypes)}")
         out = []
         for value, dtype, shape, name in zip(values, node.output_dtypes, node.output_shapes, node.output_names):
-            if isinstance(value, str):
+            if isinstance(value, (str, dict)):  # string consts; classify's label and probabilities
                 out.append(value)
                 continue
             value = np.asarray(value)
@@ -285,8 +393,9 @@ class MILExecutor:
             result = handler(node, args, self.num)
         except (UnsupportedOpError, ExecutionError):
             raise
-        except Exception as exc:  # name the op, keep the cause
-            raise ExecutionError(f"{node.where()} failed: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # name the op and what it received, keep the cause
+            raise ExecutionError(f"{node.where()} failed on inputs ({_summarise_args(args)}): "
+                                 f"{type(exc).__name__}: {exc}") from exc
         return self._finish(node, result)
 
     def check_inputs(self, inputs: dict) -> dict[str, np.ndarray]:
@@ -300,9 +409,7 @@ class MILExecutor:
         for name, info in expected.items():
             arr = np.asarray(inputs[name])
             if not info.accepts(arr.shape):
-                want = (f"one of {[tuple(e) for e in info.enumerated]}" if info.enumerated
-                        else tuple("?" if d is None else d for d in info.shape))
-                raise InputError(f"input {name!r} has shape {tuple(arr.shape)}, the program expects {want}")
+                raise InputError(f"input {name!r} has shape {tuple(arr.shape)}, the program expects {info.expected()}")
             if arr.dtype.kind not in "fiub":
                 raise InputError(f"input {name!r} has dtype {arr.dtype}; numeric arrays only")
             value = cast_to(arr, info.dtype, self.threads)  # cast to the input type (fp16), as Core ML does
@@ -324,40 +431,30 @@ class MILExecutor:
             env[slot] = feeds.pop(name)
         for s in self._free_at_start:
             env[s] = None
-        live_bytes = sum(v.nbytes for v in env if isinstance(v, np.ndarray))
+        live_bytes = sum(_nbytes(v) for v in env)
         peak_bytes = live_bytes
-        num = self.num
-        for step in self._steps:
-            args = dict(step.const_args)
-            for param, s in step.slot_args:
-                args[param] = env[s]
-            for param, items in step.tuple_args:
-                args[param] = [env[v] if is_slot else v for is_slot, v in items]
-            node = step.node
-            try:
-                result = step.handler(node, args, num)
-            except (UnsupportedOpError, ExecutionError):
-                raise
-            except Exception as exc:
-                raise ExecutionError(f"{node.where()} failed: {type(exc).__name__}: {exc}") from exc
-            del args
-            values = self._finish(node, result)
-            del result
-            for s, v in zip(step.out_slots, values):
-                env[s] = v
-                live_bytes += v.nbytes
-                if observe is not None:
-                    observe(node.op_type, self._slot_names[s], v)
-            peak_bytes = max(peak_bytes, live_bytes)
-            for s in step.free_after:
-                v = env[s]
-                if v is not None:
-                    live_bytes -= v.nbytes
-                env[s] = None
+        self._env = env
+        try:
+            for step in self._steps:
+                values = self._run_step(step, env)
+                for s, v in zip(step.out_slots, values):
+                    live_bytes += _nbytes(v)
+                    if observe is not None:
+                        observe(step.node.op_type, self._slot_names[s], v)
+                del values
+                peak_bytes = max(peak_bytes, live_bytes)
+                for s in step.free_after:
+                    v = env[s]
+                    if v is not None:
+                        live_bytes -= _nbytes(v)
+                    env[s] = None
+        finally:
+            self._env = []
         outputs = {}
         for name, slot in self._output_slots.items():
             value = self._consts[slot] if slot in self._consts else env[slot]
-            outputs[name] = value.astype(np.float32) if as_float32 and value.dtype.kind == "f" else value
+            is_float = isinstance(value, np.ndarray) and value.dtype.kind == "f"
+            outputs[name] = value.astype(np.float32) if as_float32 and is_float else value
         self.last_run = {
             "seconds": time.perf_counter() - started,
             "peak_live_activation_bytes": int(peak_bytes),

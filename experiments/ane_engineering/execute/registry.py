@@ -58,9 +58,12 @@ class OpNode:
     output_shapes: list[tuple[int, ...] | None]
     output_dtypes: list[np.dtype]
     cache: dict = field(default_factory=dict)
+    block: str = ""  # "block 1 of 'while_loop_0'" for an op inside a nested block
+    blocks: list = field(default_factory=list)  # cond / while_loop: run_block(input values) -> output values
 
     def where(self) -> str:
-        return f"op #{self.index} {self.name!r} of type {self.op_type!r} in function {self.function}"
+        inside = f" ({self.block})" if self.block else ""
+        return f"op #{self.index} {self.name!r} of type {self.op_type!r}{inside} in function {self.function}"
 
 
 @dataclass(frozen=True)

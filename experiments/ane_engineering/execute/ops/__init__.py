@@ -1,13 +1,16 @@
 """Op handlers grouped by family, one module each; importing this package registers every op in registry.OPS.
 
-A new family: a module here whose handlers use `@register(...)` from ..registry, and one import line below.
+A new family: a module here whose handlers use `@register(...)` from ..registry, and one line in the import below
+(`    <family>,  # noqa: F401`, in alphabetical order; ruff's isort keeps this one grouped import).
 """
 
 from . import (
     activation,  # noqa: F401
     activation_extra,  # noqa: F401
+    classifier,  # noqa: F401
     constexpr,  # noqa: F401
     contraction,  # noqa: F401
+    control_flow,  # noqa: F401
     conv_transpose,  # noqa: F401
     elementwise,  # noqa: F401
     elementwise_extra,  # noqa: F401
