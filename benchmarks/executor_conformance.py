@@ -48,9 +48,10 @@ def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
     return files
 
 
-def run_file(path: Path, report: Path, timeout: float) -> dict:
+def run_file(path: Path, report: Path, timeout: float, sample_every: int) -> dict:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "--mil-report",
-               str(report), "-o", "addopts=", "--rootdir", str(path.parent.parent), str(path)]
+               str(report), "--mil-sample-every", str(sample_every), "-o", "addopts=", "--rootdir",
+               str(path.parent.parent), str(path)]
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
@@ -83,7 +84,7 @@ def opset_of(record: dict) -> str:
 
 
 def summarise(records: list[dict]) -> dict:
-    outcomes = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    outcomes = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_sampled")
 
     def counter():
         return {k: 0 for k in outcomes}
@@ -100,6 +101,8 @@ def summarise(records: list[dict]) -> dict:
         by_class[test_class(r["nodeid"])][outcome] += 1
         if r["predicted"]:
             predicted[outcome] += 1
+        if outcome == "not_sampled":
+            continue
         for op in r["ops"]:
             by_op[op][outcome] += 1
         if outcome in ("failed", "error"):
@@ -114,6 +117,10 @@ def summarise(records: list[dict]) -> dict:
     total = counter()
     for r in records:
         total[r["outcome"]] += 1
+    ml_program = counter()  # the goal's population: cases with an mlprogram backend
+    for r in records:
+        if r["backend"] == "mlprogram":
+            ml_program[r["outcome"]] += 1
     exclusions = []
     for reason, count in skip_reasons.most_common():
         cases = skipped_cases[reason]
@@ -121,6 +128,7 @@ def summarise(records: list[dict]) -> dict:
         exclusions.append({"reason": reason, "cases": count, "per_test_class": dict(sorted(per_class.items()))})
     return {
         "total": total,
+        "ml_program_cases": ml_program,
         "executor_ran_program": predicted,
         "per_opset": dict(sorted(by_opset.items())),
         "per_test_class": dict(sorted(by_class.items())),
@@ -139,6 +147,8 @@ def main(argv=None) -> int:
                         help="only these files, relative to the suite directory (e.g. iOS17/test_activation.py)")
     parser.add_argument("--jobs", type=int, default=2, help="test files run at once (one pytest process each)")
     parser.add_argument("--file-timeout", type=float, default=3600.0, help="seconds before one file is stopped")
+    parser.add_argument("--sample-every", type=int, default=1,
+                        help="run every Nth case of each test function (1 = all); the rest count as not_sampled")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="start no new file after this many seconds; files not started are listed")
     args = parser.parse_args(argv)
@@ -150,6 +160,7 @@ def main(argv=None) -> int:
     files = suite_files(suite, args.files)
     if not files:
         raise SystemExit("no test files selected")
+    harness = harness_fingerprint()  # the source the subprocesses import, taken before they start
     started = time.perf_counter()
     results: dict[str, dict] = {}
     not_run: list[str] = []
@@ -167,7 +178,7 @@ def main(argv=None) -> int:
                         continue
                 name = path.relative_to(suite).as_posix()
                 report = Path(scratch) / (name.replace("/", "__") + ".jsonl")
-                result = run_file(path, report, args.file_timeout)
+                result = run_file(path, report, args.file_timeout, args.sample_every)
                 result["records"] = [json.loads(line) for line in report.read_text().splitlines()] \
                     if report.exists() else []
                 with lock:
@@ -188,15 +199,19 @@ def main(argv=None) -> int:
         "goal": "0 failures among ML program cases; every exclusion listed with its reason",
         "selection": {"files_requested": [p.relative_to(suite).as_posix() for p in files],
                       "files_not_run_budget": sorted(not_run), "budget_seconds": args.budget_seconds,
+                      "sample_every": args.sample_every,
+                      "sampling": "all cases" if args.sample_every == 1 else
+                                  f"the 1st, {args.sample_every + 1}th, {2 * args.sample_every + 1}th ... case of "
+                                  "every test function (pytest collection order); the others counted as not_sampled",
                       "backends": "coremltools' default: mlprogram fp16 for iOS15..iOS18 and neuralnetwork fp32 "
                                   "(the fp32 mlprogram cases need INCLUDE_MIL_FP32_UNIT_TESTS=1 and are not run)",
-                      "complete_suite": not not_run and args.files is None},
+                      "complete_suite": not not_run and args.files is None and args.sample_every == 1},
         "files": {name: {k: v for k, v in result.items() if k != "records"} | {"cases": len(result["records"])}
                   for name, result in sorted(results.items())},
         "wall_seconds": round(time.perf_counter() - started, 1),
         "jobs": args.jobs,
         **summary,
-        "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
+        "machine": machine(), "tools": tool_versions(), "harness": harness,
     }
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")

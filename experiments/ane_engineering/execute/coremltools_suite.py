@@ -141,6 +141,7 @@ def _patches() -> list[tuple[object, str, object]]:
         (testing_utils, "_IS_MACOS", True),
         (testing_utils, "run_core_ml_predict", _run_core_ml_predict),
         (MLModel, "predict", lambda self, data, state=None: executor_predict(self, data, state)),
+        (MLModel, "make_state", lambda self: pytest.skip(STATEFUL_REASON)),  # stateful cases make a state first
     ]
 
 
@@ -168,6 +169,9 @@ def installed():
 
 def pytest_addoption(parser):
     parser.addoption("--mil-report", default=None, help="write one JSON line per case (outcome, reason, ops)")
+    parser.addoption("--mil-sample-every", type=int, default=1,
+                     help="run the 1st, (N+1)th, (2N+1)th ... case of every test function; the others are "
+                          "deselected and reported as not_sampled (a documented subset when time is short)")
 
 
 def pytest_configure(config):
@@ -183,12 +187,28 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    every = max(1, int(config.getoption("--mil-sample-every")))
+    seen: dict[str, int] = {}
+    kept, dropped = [], []
     for item in items:
         kind, opset = backend_kind(_backend_of(item))
         item.user_properties.append(("mil_backend", kind))
         item.user_properties.append(("mil_opset", opset))
         if kind == "neuralnetwork":
             item.add_marker(pytest.mark.skip(reason=NEURALNETWORK_REASON))
+        function = item.nodeid.split("[", 1)[0]
+        index = seen.get(function, 0)
+        seen[function] = index + 1
+        (kept if index % every == 0 else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+        handle = getattr(config, "_mil_report", None)
+        for item in dropped if handle is not None else []:
+            props = dict(item.user_properties)
+            handle.write(json.dumps({"nodeid": item.nodeid, "outcome": "not_sampled", "reason": "", "predicted": False,
+                                     "backend": props.get("mil_backend"), "opset": props.get("mil_opset"),
+                                     "ops": [], "seconds": 0.0}) + "\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -201,11 +221,14 @@ def pytest_runtest_call(item):
 
 
 def first_line(text: str) -> str:
-    for line in str(text).splitlines():
-        line = line.strip()
-        if line:
-            return line[:300]
-    return ""
+    """The first line of an error; a bare heading ("AssertionError:") keeps the lines that say what differed."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    out = lines[0]
+    if out.endswith(":") and len(lines) > 1:
+        out = " ".join([out] + [line for line in lines[1:4]])
+    return out[:300]
 
 
 def _reason(report) -> str:
