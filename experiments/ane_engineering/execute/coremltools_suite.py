@@ -10,7 +10,8 @@ prediction back on and routes it to the executor:
   `coremltools.models.utils` answers a macOS version of 15.0, so `compare_backend` runs its prediction and its
   comparison (the test's own `atol`/`rtol`, widened by compare_backend itself for fp16 programs);
 - `testing_utils.run_core_ml_predict` and `MLModel.predict` (some tests call it directly) run the converted
-  package (`mlmodel.package_path`, the .mlpackage ct.convert wrote) through `MILExecutor`.
+  package (`mlmodel.package_path`, the .mlpackage ct.convert wrote) through `MILExecutor`; an op that refuses its
+  inputs at run time raises RuntimeError, as Core ML's predict does (the suite's error-path cases expect that type).
 
 Exclusions, each an explicit pytest skip with its reason (nothing is dropped silently):
 - neuralnetwork-backend cases (skipped at collection, from the case's `backend` parameter): not ML programs;
@@ -91,7 +92,7 @@ def program_op_types(block) -> set[str]:
 
 def executor_predict(mlmodel, data: dict, state=None) -> dict:
     """Core ML's predict, answered by the mil executor from the converted package."""
-    from .executor import MILExecutor
+    from .executor import ExecutionError, MILExecutor
     from .program import load_program
 
     spec = mlmodel.get_spec()
@@ -114,7 +115,13 @@ def executor_predict(mlmodel, data: dict, state=None) -> dict:
         info = expected.get(name)
         if info is not None and value.ndim == 0 and len(info.shape) == 1:
             feeds[name] = value.reshape(1)  # Core ML takes a scalar as a 1-element array
-    return executor.run(feeds)
+    try:
+        return executor.run(feeds)
+    except ExecutionError as error:
+        # An op that refuses its inputs at run time (e.g. scatter with validate_indices and an out-of-range index):
+        # Core ML's predict reports that as a RuntimeError, which is what the suite's error-path cases expect.
+        # Load-time refusals (an unsupported op) are not mapped: they stay failures.
+        raise RuntimeError(f"Unable to compute the prediction using ML Program (mil executor): {error}") from error
 
 
 def _run_core_ml_predict(mlmodel, input_key_values, state=None):
