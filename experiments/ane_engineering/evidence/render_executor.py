@@ -63,7 +63,10 @@ def section_executor_conformance(ev: Evidence) -> list[str]:
         lines.append(f"| `{opset}` | {ev.fig(*row, 'passed', fmt='d')} | "
                      f"{ev.fig(*row, 'failed', fmt='d')} | {ev.fig(*row, 'skipped', fmt='d')} | "
                      f"{ev.fig(*row, 'xfailed', fmt='d')} | {ev.fig(*row, 'not_sampled', fmt='d')} |")
-    lines += ["", "Exclusions (skips), by reason:", ""]
+    not_run = ev.value("selection", "files_not_run_budget")
+    if not_run:
+        lines += ["", "Files not started within the time budget: " + ", ".join(f"`{name}`" for name in not_run) + "."]
+    lines += ["", "Exclusions (skips), by reason (the plugin's own, or coremltools' own skip reason as given):", ""]
     for i, exclusion in enumerate(ev.value("exclusions")):
         lines.append(f"- `{exclusion['reason']}`: {ev.fig('exclusions', i, 'cases', fmt='d')} cases")
     unsupported = ev.value("unsupported_ops_in_failures")
@@ -71,6 +74,10 @@ def section_executor_conformance(ev: Evidence) -> list[str]:
     if unsupported:
         lines.append("Ops named unsupported in them: " + ", ".join(
             f"`{op}` ({ev.fig('unsupported_ops_in_failures', op, fmt='d')})" for op in unsupported) + ".")
+    failing = [name for name, counts in ev.value("per_test_class").items() if counts["failed"] + counts["error"]]
+    if failing:
+        lines += ["", "Test classes with failures (failed cases):", ""]
+        lines += [f"- `{name}`: {ev.fig('per_test_class', name, 'failed', fmt='d')}" for name in failing]
     return lines + [""]
 
 
