@@ -73,18 +73,23 @@ def control_flow_pkg(tmp_path_factory):
             return mb.add(x=a, y=b), b
 
         x, y = mb.while_loop(_cond=condition, _body=body, loop_vars=(a, b))
-        positive = mb.greater(x=mb.reduce_sum(x=x, axes=[0, 1]), y=0.0)
-        z = mb.cond(pred=positive, _true_fn=lambda: mb.mul(x=x, y=2.0), _false_fn=lambda: mb.sub(x=x, y=y))
+        large = mb.greater(x=mb.reduce_sum(x=x, axes=[0, 1]), y=22.0)
+        z = mb.cond(pred=large, _true_fn=lambda: mb.mul(x=x, y=2.0), _false_fn=lambda: mb.sub(x=x, y=y))
         return z, y
 
     return _convert_program(prog, tmp_path_factory.mktemp("cf") / "cf.mlpackage")
 
 
-def _control_flow_reference(a, b):
+def _loop(a, b):
     x = a.astype(np.float32)
     while x.mean() < 10:
         x = x + b
-    return x * 2 if x.sum() > 0 else x - b
+    return x
+
+
+def _control_flow_reference(a, b):
+    x = _loop(a, b)
+    return x * 2 if x.sum() > 22 else x - b
 
 
 def _npz(path, **arrays):
@@ -181,6 +186,20 @@ def test_every_unsupported_op_is_named_at_once(mlp_pkg):
     assert "unsupported MIL op 'relu' (implemented for iOS15, iOS16, the program is iOS17): 1 op, first op #" in msg
 
 
+def test_command_names_every_unsupported_op(mlp_pkg, tmp_path, monkeypatch, capsys):
+    _, pkg = mlp_pkg
+    monkeypatch.delitem(OPS, "linear")
+    monkeypatch.delitem(OPS, "relu")
+    assert run_main(execute_main, ["--package", str(pkg), "--describe"]) == 1
+    text = capsys.readouterr().out
+    assert "NOT supported (2 op types)" in text and "linear: 2 op(s)" in text and "relu: 1 op(s)" in text
+    inputs = _npz(tmp_path / "in.npz", x=np.zeros((2, 4), np.float32))
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(inputs), "--output", str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'linear'" in err and "'relu'" in err  # one line naming both
+    assert not (tmp_path / "o.npz").exists()
+
+
 def test_inputs_outside_the_range_are_refused_before_running(mlp_pkg):
     _, pkg = mlp_pkg
     ex = MILExecutor(pkg)
@@ -212,12 +231,16 @@ def test_a_failing_op_is_named_with_its_inputs(mlp_pkg, monkeypatch):
 def test_while_loop_and_cond_follow_their_blocks(control_flow_pkg):
     ex = MILExecutor(control_flow_pkg)
     assert {"while_loop", "cond"} <= set(ex.op_type_counts)
-    for a, b in (([[1.0, 2.0]], [[0.5, 1.0]]), ([[-30.0, -40.0]], [[3.0, 4.0]]), ([[20.0, 5.0]], [[1.0, 1.0]])):
+    branches = set()
+    for a, b in (([[1.0, 2.0]], [[0.5, 1.0]]), ([[-30.0, -40.0]], [[3.0, 4.0]]), ([[20.0, 5.0]], [[1.0, 1.0]]),
+                 ([[30.0, 0.0]], [[1.0, 1.0]])):  # 12, 13, 0 and 0 iterations; false, false, false, true branch
         a, b = np.array(a, np.float32), np.array(b, np.float32)
         out = ex.run({"a": a, "b": b})
         np.testing.assert_array_equal(out[ex.output_names[0]], _control_flow_reference(a, b))
         np.testing.assert_array_equal(out[ex.output_names[1]], b)
-    assert ex.last_run["live_after_run"] == ex.output_names or set(ex.last_run["live_after_run"]) == set(ex.output_names)
+        branches.add(bool(_loop(a, b).sum() > 22))  # which branch the result above had to come from
+    assert branches == {True, False}
+    assert set(ex.last_run["live_after_run"]) == set(ex.output_names)  # block values released after their op
 
 
 def test_an_op_inside_a_block_is_named_when_it_fails(control_flow_pkg, monkeypatch):

@@ -3,11 +3,13 @@
 - program.py: load a saved .mlpackage back into a PyMIL Program (no torch model, no checkpoint)
 - registry.py: `register` and `OPS`, one `OpDef` (handler, load-time prepare, opsets) per MIL op type
 - ops/: the handlers, one module per family (elementwise, activation, normalization, reduction, tensor_shape,
-  gather, contraction, constexpr)
+  gather, contraction, constexpr, control_flow, classifier, ...)
 - numerics.py: precision modes fp32-accumulate / fp16-strict (`Numerics`), `cast_to`
 - kernels.py: numba fp16 <-> fp32 and fused fp16 binary kernels, the thread pool
 - executor.py: `MILExecutor`, runs the program op by op with fp16 storage and bounded memory
 - backends.py: the `Backend` interface, `MILBackend`, `CoreMLBackend` (macOS) and `choose_backend`
+- tool.py and __main__.py: `python -m experiments.ane_engineering.execute`, describe or run any .mlpackage
+- op_table.py: docs/EXECUTOR_OPS.md (op x opset, supported or not) generated from the registry
 
 Heavy imports (coremltools, scipy) happen inside the modules that need them, not here.
 """

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
-from ..cli import UsageError, run_main
+import numpy as np
+
+from ..cli import UsageError, atomic_file, run_main
 from ..export.staging import check_output
 from .numerics import FP32_ACCUMULATE, MODES
 
@@ -43,6 +46,9 @@ def main(argv=None) -> int:
     from . import tool
 
     args = build_parser().parse_args(argv)
+    # coremltools warns at import that it cannot predict here (no libcoremlpython) and about untested versions of
+    # torch / scikit-learn: true off macOS and irrelevant to running a package here, so kept off this command's output
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
     if args.describe:
         if args.inputs or args.output:
             raise UsageError("--describe takes no --inputs or --output")
@@ -55,7 +61,8 @@ def main(argv=None) -> int:
         raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
     check_output(args.output, [args.package, args.inputs])  # before loading anything
     arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode, args.function)
-    tool.write_outputs(arrays, args.output, [args.package, args.inputs])
+    with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
     print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")
     return 0
 

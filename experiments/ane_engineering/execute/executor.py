@@ -12,8 +12,11 @@ What it does:
   foldable) are evaluated once at load, through the same handlers, and kept;
 - every intermediate is released right after the last op that reads it (last uses computed once at load), so
   memory holds the constants, the live frontier of activations and the outputs;
-- every op type is checked at load: an op without a handler raises UnsupportedOpError naming the op type, the
-  op's name and its position before anything runs.
+- every op is checked at load, nested blocks included: one UnsupportedOpError lists every op type without a
+  handler (or not implemented at the program's opset) with its count and first op, before anything runs;
+- control flow (cond, while_loop): each nested block is compiled into its own steps; the op's handler runs them
+  through `node.blocks`; values a block reads from outside stay alive until the op finishes;
+- an op that fails at run time raises ExecutionError naming the op, its type and the shapes of its inputs.
 
 Accumulation precision (`mode`, see numerics.py for the exact definitions):
 - "fp32-accumulate" (default): each op converts its fp16 inputs to float32, computes in float32 (float32 BLAS for
@@ -31,9 +34,11 @@ with the BC1S torch FP32 forward in one process: 2 threads 3.06 s vs torch 2.30 
 weights 0.48 GB, live activations at most 20 MB).
 
 Inputs: {name: array} with exactly the program's input names and shapes (an input with enumerated shapes, as in
-the original-layout baseline export, accepts any of its enumerated shapes; shapes inside the program then follow
-the data); values are cast to the input dtype (fp16 for our exports), as Core ML casts them. Outputs: {name: array} in the output's declared dtype (np.float16
-for our exports); `run(..., as_float32=True)` returns float32 copies of the same fp16 values.
+the original-layout baseline export, accepts any of its enumerated shapes, one with a shape range any shape within
+its bounds; shapes inside the program then follow the data), checked before any op runs; values are cast to the
+input dtype (fp16 for our exports), as Core ML casts them. Outputs: {name: array} in the output's declared dtype
+(np.float16 for our exports; a classifier's label is a str or int and its probabilities a {class: float} dict);
+`run(..., as_float32=True)` returns float32 copies of the same fp16 values.
 """
 
 from __future__ import annotations

@@ -43,10 +43,6 @@ class TensorInfo:
     ranges: tuple[tuple[int, int | None], ...] = ()  # per dim (lower, upper or None: unbounded) of a RangeDim input
 
     @property
-    def is_tensor(self) -> bool:
-        return self.dtype != np.dtype(object)
-
-    @property
     def is_static(self) -> bool:
         return all(d is not None for d in self.shape)
 

@@ -1,5 +1,5 @@
-"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, run it on
-inputs from an .npz and write its outputs to an .npz.
+"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, read
+inputs from an .npz, run the package and turn its outputs into arrays (the command writes them atomically).
 
 A package is either an .mlpackage (made by anything: coremltools.convert of any model) or one of our export
 directories holding model.mlpackage and manifest.json; nothing here reads the manifest.
@@ -108,10 +108,3 @@ def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCU
 
     executor = MILExecutor(package_path(path), mode=mode, function_name=function_name)
     return outputs_as_arrays(executor.run(inputs))
-
-
-def write_outputs(arrays: dict[str, np.ndarray], output: Path, inputs: list[Path]) -> None:
-    from ..cli import atomic_file
-
-    with atomic_file(output, inputs) as temporary, open(temporary, "wb") as handle:
-        np.savez(handle, **arrays)
