@@ -292,3 +292,43 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
     for (name, a), b in zip(want.items(), got.values()):
         assert a.dtype == b.dtype and a.shape == b.shape, name
         np.testing.assert_array_equal(a, b)
+
+
+def test_gather_batch_dims_negative_indices_and_validate():
+    # gather (the gather family's handler, checked here against tf.gather's definition): iOS16 batch_dims and
+    # negative indices, iOS17 validate_indices
+    from experiments.ane_engineering.execute.executor import ExecutionError
+
+    idx = np.array([[0, -1, 2], [3, 1, 1], [-4, 0, 3]], np.int32)  # [3, 3] into axis 1 of X [3, 4, 5]
+    outs = run(lambda x, i: (mb.gather(x=x, indices=i, axis=1, batch_dims=1), mb.gather(x=x, indices=i, axis=-1)),
+               {"x": X, "i": idx}, opset=ct.target.iOS16)
+    np.testing.assert_array_equal(outs[0], np.stack([X[b][idx[b] % 4] for b in range(3)]))
+    np.testing.assert_array_equal(outs[1], np.take(X, idx, axis=-1))
+    with pytest.raises(ExecutionError, match="out of bounds"):
+        run(lambda x, i: mb.gather(x=x, indices=i, axis=1, validate_indices=True),
+            {"x": X, "i": np.array([1, 4], np.int32)}, opset=ct.target.iOS17)
+
+
+def test_iOS17_scatter_without_validation_drops_invalid_indices():
+    # iOS17: negative and out-of-range indices are undefined without validate_indices; the scatters drop them
+    # (coremltools' iOS17 op tests require that the wrapped-index result is not produced), and refuse them with it
+    from experiments.ane_engineering.execute.executor import ExecutionError
+
+    data = f16([[1, 2, 3], [4, 5, 6]])
+    upd = f16([[5, 6, 7], [8, 9, 10]])
+    for idx in ([-1, 0], [10, 0]):
+        (out,) = run(lambda d, u, i: mb.scatter(data=d, indices=i, updates=u, validate_indices=False),
+                     {"d": data, "u": upd, "i": np.array(idx, np.int32)})
+        np.testing.assert_array_equal(out, f16([[9, 11, 13], [4, 5, 6]]))  # only index 0 applied
+        with pytest.raises(ExecutionError, match="out of bounds"):
+            run(lambda d, u, i: mb.scatter(data=d, indices=i, updates=u, validate_indices=True),
+                {"d": data, "u": upd, "i": np.array(idx, np.int32)})
+    outs = run(lambda d, i, j: (mb.scatter_nd(data=d, indices=i, updates=f16([1, 2]), mode="add"),
+                                mb.scatter_along_axis(data=d, indices=j, updates=upd, axis=1, mode="update")),
+               {"d": data, "i": np.array([[1, 0], [0, -1]], np.int32), "j": np.array([[0, 9, 1], [2, 2, -1]], np.int32)})
+    np.testing.assert_array_equal(outs[0], f16([[1, 2, 3], [5, 5, 6]]))
+    np.testing.assert_array_equal(outs[1], f16([[5, 7, 3], [4, 5, 9]]))
+    # iOS16: negative indices count from the end
+    (out,) = run(lambda d, u, i: mb.scatter(data=d, indices=i, updates=u), {"d": data, "u": upd, "i": np.array([-1, 0], np.int32)},
+                 opset=ct.target.iOS16)
+    np.testing.assert_array_equal(out, f16([[9, 11, 13], [9, 11, 13]]))

@@ -6,8 +6,11 @@
   (slices at index tuples): output = data, then output[idx] = mode(output[idx], update) for every update in order;
   modes update, add, sub (output - update), mul, div (output / update), max, min; default "add". Repeated indices
   accumulate (numpy's unbuffered ufunc.at) and, for update, the last one wins.
-- Negative indices count from the end (iOS15/16 allow them; iOS17 calls them out of bounds with undefined result).
-  iOS17 `validate_indices=True` refuses any index outside [0, size).
+- Indices: iOS15/16 let negative indices count from the end; any other index outside [0, size) is refused.
+  iOS17 (the ops that carry `validate_indices`) calls negative indices out of bounds: with validate_indices=True any
+  index outside [0, size) is refused; without it the result is undefined ("but memory safe"): gather_nd still
+  counts negatives from the end and refuses the rest, the scatters drop the updates at invalid indices (coremltools'
+  iOS17 op tests require that such a scatter does not give the wrapped-index result).
 
 Numerics: gathers copy. Scatter accumulation runs in the mode's compute dtype: float32 then one rounding in
 fp32-accumulate, every accumulation rounded to fp16 in fp16-strict; int32 data stays int32.
@@ -35,6 +38,17 @@ def _checked(node, indices, sizes, args) -> np.ndarray:
     if np.any((idx < 0) | (idx >= sizes)):
         raise IndexError(f"{node.op_type} indices out of bounds for sizes {sizes.tolist()} ({node.where()})")
     return idx
+
+
+def _scatter_indices(node, indices, sizes, args, tuples: bool = False):
+    """(indices, valid): iOS17 scatters without validation keep only in-range indices (`valid` per index, or per
+    index tuple along the last axis when `tuples`); otherwise `_checked` and all valid."""
+    idx = np.asarray(indices).astype(np.int64)
+    if "validate_indices" in args and not as_bool(args["validate_indices"]):
+        inside = (idx >= 0) & (idx < np.asarray(sizes, np.int64))
+        return np.where(inside, idx, 0), (inside.all(axis=-1) if tuples else inside)
+    idx = _checked(node, idx, sizes, args)
+    return idx, np.ones(idx.shape[:-1] if tuples else idx.shape, bool)
 
 
 @register("gather_nd")
@@ -72,19 +86,20 @@ def _data(args, num):
 def op_scatter(node, args, num):
     out, updates = _data(args, num)
     axis = as_axis(args.get("axis", 0), out.ndim)
-    idx = _checked(node, np.asarray(args["indices"]).reshape(-1), out.shape[axis], args)
-    index = (slice(None),) * axis + (idx,)
-    return _apply(node, out, index, updates, str(args.get("mode", "add")))
+    idx, valid = _scatter_indices(node, np.asarray(args["indices"]).reshape(-1), out.shape[axis], args)
+    index = (slice(None),) * axis + (idx[valid],)
+    kept = np.take(updates, np.flatnonzero(valid), axis=axis)
+    return _apply(node, out, index, kept, str(args.get("mode", "add")))
 
 
 @register("scatter_along_axis")
 def op_scatter_along_axis(node, args, num):
     out, updates = _data(args, num)
     axis = as_axis(args.get("axis", 0), out.ndim)
-    idx = _checked(node, args["indices"], out.shape[axis], args)
-    grid = list(np.indices(idx.shape, sparse=True))
+    idx, valid = _scatter_indices(node, args["indices"], out.shape[axis], args)
+    grid = [np.broadcast_to(g, idx.shape) for g in np.indices(idx.shape, sparse=True)]
     grid[axis] = idx
-    return _apply(node, out, tuple(grid), updates, str(args.get("mode", "add")))
+    return _apply(node, out, tuple(g[valid] for g in grid), updates[valid], str(args.get("mode", "add")))
 
 
 @register("scatter_nd")
@@ -92,6 +107,7 @@ def op_scatter_nd(node, args, num):
     out, updates = _data(args, num)
     indices = np.asarray(args["indices"])
     k = indices.shape[-1]
-    idx = _checked(node, indices, out.shape[:k], args).reshape(-1, k)
-    flat_updates = updates.reshape((idx.shape[0],) + out.shape[k:])
-    return _apply(node, out, tuple(idx[:, j] for j in range(k)), flat_updates, str(args.get("mode", "add")))
+    idx, valid = _scatter_indices(node, indices, out.shape[:k], args, tuples=True)
+    idx, valid = idx.reshape(-1, k), valid.reshape(-1)
+    flat_updates = updates.reshape((idx.shape[0],) + out.shape[k:])[valid]
+    return _apply(node, out, tuple(idx[valid, j] for j in range(k)), flat_updates, str(args.get("mode", "add")))
