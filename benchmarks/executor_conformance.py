@@ -39,6 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "experiments.ane_engineering.execute.coremltools_suite"
 OPSET_DIRS = ("iOS14", "iOS15", "iOS16", "iOS17", "iOS18")
 UNSUPPORTED = re.compile(r"unsupported MIL op '?(\w+)'?")
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|root|home|work|Users|usr|opt|var|private)/[^\s'\"),;]*")
+
+
+def redact(text: str) -> str:
+    """A reason without the machine's paths (the temporary package a case converted to): evidence names none."""
+    return MACHINE_PATH.sub("<path>", text)
 
 
 def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
@@ -96,6 +102,7 @@ def summarise(records: list[dict]) -> dict:
     failures, skip_reasons, skipped_cases, xfails = [], collections.Counter(), collections.defaultdict(list), []
     unsupported = collections.Counter()
     for r in records:
+        r["reason"] = redact(r["reason"])
         outcome = r["outcome"]
         by_opset[opset_of(r)][outcome] += 1
         by_class[test_class(r["nodeid"])][outcome] += 1
@@ -138,6 +145,21 @@ def summarise(records: list[dict]) -> dict:
         "exclusions": exclusions,
         "coremltools_xfail_marks": xfails,
     }
+
+
+def redact_file(path: Path) -> None:
+    """Apply `redact` to every string of an evidence file written before redaction existed (numbers untouched)."""
+    def walk(value):
+        if isinstance(value, str):
+            return redact(value)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    data = walk(json.loads(path.read_text(encoding="utf-8")))
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv=None) -> int:
