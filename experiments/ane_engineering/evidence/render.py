@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import reference_run
 from .ledger import Evidence, Figure, Ledger, ReportError, check_report
+from .render_executor import sections as executor_sections
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 REFERENCE_RUN_FILE = reference_run.PATH.relative_to(REPOSITORY).as_posix()  # where a repository keeps it
@@ -429,6 +430,7 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     for name, section in FULL_SIZE_SECTIONS:
         path = root / name
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
+    lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(_run_sections(ledger, reproduce_root))

@@ -21,6 +21,7 @@ from . import (
     pad_resize,  # noqa: F401
     pool,  # noqa: F401
     quantization,  # noqa: F401
+    recurrent,  # noqa: F401
     reduction,  # noqa: F401
     reduction_extra,  # noqa: F401
     resample,  # noqa: F401
