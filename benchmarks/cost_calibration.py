@@ -25,7 +25,6 @@ Refuses an existing output file.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -34,7 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.cost_model import export
 from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.cli import UsageError, atomic_file, run_main
+from experiments.ane_engineering.cli import (
+    UsageError,
+    run_main,
+    write_evidence,
+)
 from experiments.ane_engineering.evidence import calibration, cost_model
 from experiments.ane_engineering.evidence.provenance import (
     harness_fingerprint,
@@ -173,8 +176,7 @@ def main(argv=None) -> int:
               f"({point['relative_residual']:+.1%})", file=sys.stderr)
     print(f"per_op_ms {parameters['per_op_ms']:.3g}, traffic_factor {parameters['traffic_factor']:.3g}",
           file=sys.stderr)
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"wrote {args.output}")
     return 0
 

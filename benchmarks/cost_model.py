@@ -29,7 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.ane_engineering import reference_run  # noqa: E402
-from experiments.ane_engineering.cli import UsageError, atomic_file, run_main  # noqa: E402
+from experiments.ane_engineering.cli import (  # noqa: E402
+    UsageError,
+    run_main,
+    write_evidence,
+)
 from experiments.ane_engineering.evidence import cost_model  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
@@ -193,8 +197,7 @@ def main(argv=None) -> int:
         },
     }
     print_summary(evidence["summary"], check)
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"wrote {args.output}")
     return 0
 

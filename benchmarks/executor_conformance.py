@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file
+from experiments.ane_engineering.cli import write_evidence
 from experiments.ane_engineering.evidence.provenance import (
     harness_fingerprint,
     machine,
@@ -235,8 +235,7 @@ def main(argv=None) -> int:
         **summary,
         "machine": machine(), "tools": tool_versions(), "harness": harness,
     }
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     t = summary["total"]
     print(f"{sum(t.values())} cases: {t['passed']} passed, {t['failed'] + t['error']} failed, {t['skipped']} skipped, "
           f"{t['xfailed']} xfailed, {t['xpassed']} xpassed; executor ran {sum(summary['executor_ran_program'].values())} "

@@ -12,7 +12,6 @@ agreement criterion (model_zoo.py) and whether it holds, the ops of the converte
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file
+from experiments.ane_engineering.cli import write_evidence
 from experiments.ane_engineering.evidence.provenance import (
     harness_fingerprint,
     machine,
@@ -76,8 +75,7 @@ def main(argv=None) -> int:
         "wall_seconds": round(time.perf_counter() - started, 1),
         "machine": machine(), "tools": tool_versions(), "harness": harness,
     }
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"{sum(r['passes'] for r in rows)}/{len(rows)} models pass (fp32-accumulate); "
           f"{sum(r['fp16_strict']['passes'] for r in rows)}/{len(rows)} in fp16-strict")
     return 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.cli import UsageError, atomic_file, run_main
+from experiments.ane_engineering.cli import (
+    UsageError,
+    run_main,
+    write_evidence,
+)
 from experiments.ane_engineering.evidence import calibration, cost_model
 from experiments.ane_engineering.evidence.provenance import (
     backend_record,
@@ -275,8 +278,7 @@ def main(argv=None) -> int:
     if mil:
         print(f"measured_mil_ratio (windowed/dense, p50 of {mil['calls']} pairs): {mil['ratio_p50']:.3f}",
               file=sys.stderr)
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"wrote {args.output}")
     return 0
 

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.cli import write_evidence  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     backend_record,
     harness_fingerprint,
@@ -122,8 +122,7 @@ def main(argv=None) -> int:
         "this_process_peak_rss_bytes": peak_rss_bytes(),
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"mil p50 {evidence['mil_p50_seconds']:.2f} s vs torch p50 {evidence['torch_p50_seconds']:.2f} s "
           f"(ratio p50 {evidence['ratio_p50']:.2f}); executor alone peak RSS {alone['peak_rss_bytes'] / 1e9:.2f} GB")
     return 0

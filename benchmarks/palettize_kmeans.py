@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.cli import write_evidence  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
@@ -125,8 +125,7 @@ def main(argv=None) -> int:
         "workers": args.workers, "runs": runs,
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     for run in runs:
         print(f"W{run['bits']}: exact {run['exact']['palettize_seconds']:.1f} s vs coremltools "
               f"{run['coremltools']['palettize_seconds']:.1f} s (x{run['speedup']:.1f}); groups not worse "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.cli import write_evidence  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
@@ -79,8 +79,7 @@ def main(argv=None) -> int:
         "runs": runs,
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     print(f"wrote {args.output}")
     return 0
 

@@ -35,8 +35,14 @@ from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
 from experiments.ane_engineering.cli import run_main  # noqa: E402
 from experiments.ane_engineering.evidence.fp16_range import write_range_evidence  # noqa: E402
 from experiments.ane_engineering.export.staging import check_output, publish  # noqa: E402
-from experiments.ane_engineering.reproduce import (SWEEP_BITS, SWEEP_GROUPS, SWEEP_MODES, Chain,  # noqa: E402
-                                                   StageFailed, _run)
+from experiments.ane_engineering.reproduce import (  # noqa: E402
+    SWEEP_BITS,
+    SWEEP_GROUPS,
+    SWEEP_MODES,
+    Chain,
+    StageFailed,
+    _run,
+)
 
 ENCODER = "all-minilm-l6-v2"
 DECISIONS = "builtin:minilm-decision"

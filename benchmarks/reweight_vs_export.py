@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import atomic_file  # noqa: E402
+from experiments.ane_engineering.cli import write_evidence  # noqa: E402
 from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
@@ -153,8 +153,7 @@ def main(argv=None) -> int:
             "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
         }
     evidence["meets_goal"] = evidence["warm_in_one_process"]["speedup_vs_convert_and_save"] >= GOAL_SPEEDUP
-    with atomic_file(args.output) as temporary:
-        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
+    write_evidence(args.output, evidence)
     warm = evidence["warm_in_one_process"]
     print(f"commands: export {export_seconds:.1f} s vs reweight {reweight_seconds:.2f} s: x{evidence['speedup_commands']:.1f}; "
           f"one process: convert+save {warm['convert_and_save_seconds']:.1f} s, probe {warm['probe_seconds']:.1f} s vs "

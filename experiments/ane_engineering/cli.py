@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -37,6 +38,12 @@ def atomic_file(path: Path, inputs: Iterable[Path | None] = ()):
         publish(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def write_evidence(path: Path, evidence: dict) -> None:
+    """An evidence document as indented JSON, published atomically at `path` (refused if it exists)."""
+    with atomic_file(path) as temporary:
+        temporary.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
 
 
 def run_main(main, argv=None) -> int:

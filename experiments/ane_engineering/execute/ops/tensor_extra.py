@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import register
-from .common import as_axis, as_bool, as_bools, as_int, as_ints
+from .common import as_axis, as_bool, as_int, as_ints
+from .tensor_shape import slice_index
 
 IOS16_ON = ("iOS16", "iOS17", "iOS18")  # ops coremltools first defines in iOS16
 
@@ -165,27 +166,10 @@ def op_sliding_windows(node, args, num):
     return np.take(x, index, axis=axis)  # [..., count, size, ...]
 
 
-def _slices(x_shape, args) -> tuple:
-    """slice_by_index's index tuple (begin/end/stride with begin, end and squeeze masks)."""
-    rank = len(x_shape)
-    begin, end = as_ints(args["begin"]), as_ints(args["end"])
-    stride = as_ints(args["stride"]) if args.get("stride") is not None else [1] * rank
-    begin_mask = as_bools(args.get("begin_mask"), rank)
-    end_mask = as_bools(args.get("end_mask"), rank)
-    squeeze_mask = as_bools(args.get("squeeze_mask"), rank)
-    index = []
-    for d in range(rank):
-        if squeeze_mask[d]:
-            index.append(begin[d])
-        else:
-            index.append(slice(None if begin_mask[d] else begin[d], None if end_mask[d] else end[d], stride[d]))
-    return tuple(index)
-
-
 @register("slice_update", opsets=("iOS18",))
 def op_slice_update(node, args, num):
     out = np.array(args["x"], copy=True)
-    index = _slices(out.shape, args)
+    index = slice_index(out.ndim, args)
     out[index] = np.asarray(args["update"]).reshape(out[index].shape)
     return out
 

@@ -51,10 +51,8 @@ def op_squeeze(node, args, num):
     return y if y.shape != () or x.ndim == 0 else y.reshape(1)  # MIL keeps a squeezed-to-scalar tensor rank 1
 
 
-@register("slice_by_index")
-def op_slice_by_index(node, args, num):
-    x = np.asarray(args["x"])
-    rank = x.ndim
+def slice_index(rank: int, args) -> tuple:
+    """slice_by_index's numpy index: begin/end/stride with begin, end and squeeze masks (slice_update shares it)."""
     begin, end = as_ints(args["begin"]), as_ints(args["end"])
     stride = as_ints(args["stride"]) if args.get("stride") is not None else [1] * rank
     begin_mask = as_bools(args.get("begin_mask"), rank)
@@ -66,7 +64,13 @@ def op_slice_by_index(node, args, num):
             index.append(begin[d])  # pure index at begin[d]; end ignored
             continue
         index.append(slice(None if begin_mask[d] else begin[d], None if end_mask[d] else end[d], stride[d]))
-    return x[tuple(index)]
+    return tuple(index)
+
+
+@register("slice_by_index")
+def op_slice_by_index(node, args, num):
+    x = np.asarray(args["x"])
+    return x[slice_index(x.ndim, args)]
 
 
 @register("slice_by_size")
