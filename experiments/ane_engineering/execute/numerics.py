@@ -26,6 +26,9 @@ fp16-strict
     The loops make strict mode O(K) numpy calls per dot product: ~2.5 s per call for the tiny BC1S body at L96,
     far too slow (hours) for the full-size body at L1024; it exists to bound the effect of fp16 accumulation on
     small programs, not to run production shapes.
+    A few composite ops compute in float32 and round once even in this mode, each saying so in its handler:
+    bilinear interpolation (upsample/resize/crop_resize/resample/affine), local_response_norm's power, the
+    comparisons of non_maximum_suppression.
 """
 
 from __future__ import annotations
