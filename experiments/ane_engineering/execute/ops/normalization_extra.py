@@ -26,6 +26,15 @@ def _channel(param, num, rank: int):
     return num.f(param).reshape((1, -1) + (1,) * (rank - 2))
 
 
+def _channel_affine(y, args, num):
+    """gamma[c] * y + beta[c] (each optional), c = axis 1: the tail batch_norm and instance_norm share."""
+    if args.get("gamma") is not None:
+        y = num.r(y * _channel(args["gamma"], num, y.ndim))
+    if args.get("beta") is not None:
+        y = y + _channel(args["beta"], num, y.ndim)
+    return y
+
+
 def _rsqrt(v, num):
     return num.fn(lambda a: 1.0 / np.sqrt(a), v)
 
@@ -36,11 +45,7 @@ def op_batch_norm(node, args, num):
     eps = num.f(args["epsilon"]) if args.get("epsilon") is not None else num.c(1e-5)
     inv = _rsqrt(num.r(_channel(args["variance"], num, x.ndim) + eps), num)
     y = num.r(num.r(x - _channel(args["mean"], num, x.ndim)) * inv)
-    if args.get("gamma") is not None:
-        y = num.r(y * _channel(args["gamma"], num, x.ndim))
-    if args.get("beta") is not None:
-        y = y + _channel(args["beta"], num, x.ndim)
-    return y
+    return _channel_affine(y, args, num)
 
 
 @register("instance_norm")
@@ -51,11 +56,7 @@ def op_instance_norm(node, args, num):
     d = num.r(x - num.mean(x, axes))
     var = num.mean(num.r(d * d), axes)
     y = num.r(d * _rsqrt(num.r(var + eps), num))
-    if args.get("gamma") is not None:
-        y = num.r(y * _channel(args["gamma"], num, x.ndim))
-    if args.get("beta") is not None:
-        y = y + _channel(args["beta"], num, x.ndim)
-    return y
+    return _channel_affine(y, args, num)
 
 
 @register("l2_norm")
