@@ -219,13 +219,6 @@ class RangeRecorder:
         return (_masked_max(per_query_read, self.valid),
                 _masked_max(magnitude.amax(dim=0), torch.ones_like(self.valid)))
 
-    def score_parts(self, name: str, parts: tuple[torch.Tensor, ...], mask: torch.Tensor) -> None:
-        """Magnitude of (1, Lk, 1, Lq) score-layout tensors (e.g. the two RoPE-half einsums); 'valid' = the entries
-        of visible keys for valid queries, as for the scores."""
-        read = torch.logical_and(mask[0, :, 0, :] == 0, self.valid[None, :])
-        pairs = [self._read_max_abs(part.detach()[0, :, 0, :], read) for part in parts]
-        self._site(name, "activation").values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
-
     def scores(self, name: str, scores: torch.Tensor, mask: torch.Tensor) -> None:
         """scores (1, Lk, 1, Lq) before the mask; mask the additive (1, Lk, 1, Lq) bias of this layer."""
         s, visible = scores.detach()[0, :, 0, :], (mask[0, :, 0, :] == 0)  # (Lk, Lq)
@@ -255,9 +248,9 @@ class RangeRecorder:
 
 
 def _attention_observer(recorder: "RangeRecorder", prefix: str):
-    """Records the intermediates SingleHeadAttention.forward reports (q, k, v, RoPE halves, score halves, scores,
-    heads, the concatenated heads): the real forward pass, not a re-implementation."""
-    methods = {"activation": recorder.activation, "score_parts": recorder.score_parts, "scores": recorder.scores}
+    """Records the intermediates SingleHeadAttention.forward reports (q, k, v, RoPE outputs, scores, heads, the
+    concatenated heads): the real forward pass, not a re-implementation."""
+    methods = {"activation": recorder.activation, "scores": recorder.scores}
 
     def observe(kind: str, name: str, *tensors, **details):
         recorder.attention_observations += 1
