@@ -145,6 +145,9 @@ def check_shapes_and_masks(inputs: dict[str, np.ndarray], expected_shapes: dict[
             raise RequestError(f"{name}: query {int(empty[0])} has no valid key")
         if (mask[num_tokens:, :] == 0.0).any():
             raise RequestError(f"{name}: a padding key is visible")
+        if name == "global_mask" and (mask != mask[:, :1]).any():
+            raise RequestError("global_mask: its query columns differ; full-attention layers read one key bias "
+                               "(column 0), since every query sees exactly the valid keys")
 
 
 def check_device_inputs(inputs: dict[str, np.ndarray], expected_shapes: dict[str, tuple], num_tokens: int,

@@ -10,7 +10,13 @@ Per head h, one score einsum over all D channels:
     out_h (1, D, 1, Lq) = einsum('bkhq,bchk->bchq', weights, v_h (1, D, 1, Lk))
 
 The score is the sum over a head's D channels of q'k', whatever their order, so one contraction replaces the two
-half-size einsums and their add (two L x L tensors fewer per head). Sliding-window layers of a `windowed` export
+half-size einsums and their add (two L x L tensors fewer per head).
+
+Full-attention layers fold their mask into the same contraction. Their mask depends on the key only (model/masks.py:
+every query sees exactly the valid keys), so it is one key bias (1, Lk, 1, 1): a (D+1)-th channel of ones on q_h and
+the key bias on k_h make the einsum add 1 * bias[k] to every score. The added term is exactly 0 for a visible key and
+-1e4 for a hidden one, the same values the add wrote, and the L x L add (read scores and mask, write scores: 3 L x L
+transfers per head) is gone (ANE_MATH.md section 16). Sliding-window layers keep their query-dependent mask as an add. Sliding-window layers of a `windowed` export
 run the same per-head ops over query tiles and key windows instead (windowed_attention.py).
 The heads are concatenated along channels and Wo is one 1x1 conv, exactly the original projection. (Summing
 per-head projections would avoid the concat, which direct-ANE programs cannot express, but Core ML runs concat on
@@ -29,6 +35,25 @@ from .rope import RopeTables
 from .windowed_attention import WindowTiling, windowed_heads
 
 
+class KeyBiasChannel(nn.Module):
+    """Appends the channel that folds a key-only mask into the score einsum: ones to q_h, the key bias to k_h.
+    One instance per length is shared by every full-attention layer, so the package holds the ones row once."""
+
+    def __init__(self, length: int):
+        super().__init__()
+        self.register_buffer("ones", torch.ones(1, 1, 1, length))  # (1, 1, 1, Lq)
+
+    def forward(self, q_h: torch.Tensor, k_h: torch.Tensor, key_bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q_h (1, D, 1, Lq), k_h (1, Lk, 1, D), key_bias (1, Lk, 1, 1) -> (1, D+1, 1, Lq), (1, Lk, 1, D+1)."""
+        return torch.cat((q_h, self.ones), dim=1), torch.cat((k_h, key_bias), dim=3)
+
+
+def key_bias(global_mask: torch.Tensor) -> torch.Tensor:
+    """The key bias (1, L, 1, 1) of a full-attention mask (1, L, 1, L): its first query column. Every column is the
+    same by construction (model/masks.py); the runtime refuses a global mask whose columns differ."""
+    return global_mask[:, :, :, :1]  # (1, L, 1, 1)
+
+
 def qk_row_order(num_heads: int, head_dim: int) -> torch.Tensor:
     """Row order of Q/K in the export: the checkpoint's own head-major order (head h: rows h*D..h*D+D-1, first
     RoPE half then second). LoRA B' rows follow it (decision/adapter.py)."""
@@ -37,7 +62,7 @@ def qk_row_order(num_heads: int, head_dim: int) -> torch.Tensor:
 
 class SingleHeadAttention(nn.Module):
     def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, rope: RopeTables, length: int,
-                 tiling: WindowTiling | None = None):
+                 tiling: WindowTiling | None = None, key_bias_channel: "KeyBiasChannel | None" = None):
         super().__init__()
         self.num_heads, self.head_dim, self.length = num_heads, hidden // num_heads, length
         d = self.head_dim
@@ -55,6 +80,8 @@ class SingleHeadAttention(nn.Module):
         self.out = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package
         self.tiling = tiling  # windowed layout (sliding layers): shared by every such layer; None = dense
+        # Full-attention layers: the mask is a key bias (1, L, 1, 1) folded into the score einsum; None = add a mask.
+        self.key_bias_channel = key_bias_channel
         # Analysis only (evidence/fp16_range.py): called with the intermediate tensors of a forward pass.
         # None while exporting, so the traced graph is unchanged.
         self.observer = None
@@ -64,7 +91,8 @@ class SingleHeadAttention(nn.Module):
             self.observer(kind, name, *tensors, **details)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
-        d = self.head_dim
+        """x (1, C, 1, L); mask: the key bias (1, L, 1, 1) of a full-attention layer, else the layer's additive mask
+        ((1, L, 1, L) dense or (1, W, nT, T) windowed)."""
         q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, 1, L) each; Q pre-scaled
         if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
             q = q + low_rank_delta(x, *lora["q"]) if "q" in lora else q  # (1, C, 1, L)
@@ -77,7 +105,8 @@ class SingleHeadAttention(nn.Module):
         self._observe("activation", "q_rope", q)
         self._observe("activation", "k_rope", k)
         if self.tiling is not None:
-            concatenated = windowed_heads(q, k, v, mask, self.tiling, d, self._observe if self.observer else None)
+            concatenated = windowed_heads(q, k, v, mask, self.tiling, self.head_dim,
+                                          self._observe if self.observer else None)
         else:
             concatenated = self._dense_heads(q, k, v, mask)  # (1, C, 1, L)
         self._observe("activation", "concat", concatenated)
@@ -90,6 +119,15 @@ class SingleHeadAttention(nn.Module):
         qs, ks, vs = q.split(d, dim=1), k.split(d, dim=3), v.split(d, dim=1)  # H x (1, D, 1, L) / (1, L, 1, D)
         heads = []
         for q_h, k_h, v_h in zip(qs, ks, vs):
+            if self.key_bias_channel is not None:  # full attention: the key bias rides in the contraction
+                if self.observer is not None:
+                    scores = torch.einsum("bchq,bkhc->bkhq", q_h, k_h)  # (1, Lk, 1, Lq): analysis only
+                    self._observe("scores", "scores", scores, mask.expand(-1, -1, -1, scores.shape[3]))
+                q_x, k_x = self.key_bias_channel(q_h, k_h, mask)  # (1, D+1, 1, Lq) / (1, Lk, 1, D+1)
+                weights = torch.einsum("bchq,bkhc->bkhq", q_x, k_x).softmax(dim=1)  # (1, Lk, 1, Lq)
+                heads.append(torch.einsum("bkhq,bchk->bchq", weights, v_h))  # (1, D, 1, Lq)
+                self._observe("activation", "heads", heads[-1])
+                continue
             scores = torch.einsum("bchq,bkhc->bkhq", q_h, k_h)  # (1, Lk, 1, Lq)
             self._observe("scores", "scores", scores, mask)
             weights = (scores + mask).softmax(dim=1)  # (1, Lk, 1, Lq)

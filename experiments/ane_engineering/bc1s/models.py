@@ -24,7 +24,7 @@ from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
 from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
-from .attention import SingleHeadAttention
+from .attention import KeyBiasChannel, SingleHeadAttention, key_bias
 from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
@@ -37,12 +37,13 @@ from .windowed_attention import WindowTiling
 
 
 class RopeCache:
-    """One RopeTables per (base, heads, head size) for a fixed length, and one HeadRotation per (heads, head size),
-    shared by every layer that uses them, so the package holds each constant once (and no weight blob is shared
-    by coincidence: see reweight)."""
+    """One RopeTables per (base, heads, head size) for a fixed length, one HeadRotation per (heads, head size) and
+    one KeyBiasChannel, shared by every layer that uses them, so the package holds each constant once (and no
+    weight blob is shared by coincidence: see reweight)."""
 
     def __init__(self, length: int):
         self.length, self.tables, self.rotations = length, {}, {}
+        self.key_bias_channel = KeyBiasChannel(length)
 
     def get(self, theta: float, head_dim: int, num_heads: int) -> RopeTables:
         key = (theta, head_dim, num_heads)
@@ -73,7 +74,7 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
     sliding = enc.layer_types[index] == "sliding_attention"
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
-                                    tiling if sliding else None)
+                                    tiling if sliding else None, None if sliding else ropes.key_bias_channel)
     ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
 
@@ -82,7 +83,8 @@ def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, rope
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
-    attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length)
+    attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
+                                    key_bias_channel=ropes.key_bias_channel)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
 
 
@@ -148,8 +150,9 @@ class BC1SEncoder(nn.Module):
         for name, shape in self.lora_shapes().items():
             expect_shape(name, inputs[name], shape)
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
+        keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
-            mask = inputs[self.local_mask_name] if layer_type == "sliding_attention" else inputs["global_mask"]
+            mask = inputs[self.local_mask_name] if layer_type == "sliding_attention" else keys
             x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L)
         return self.final_norm(x)  # (1, C, 1, L)
 
@@ -208,8 +211,9 @@ class BC1SBody(nn.Module):
         expect_shape("type_vectors", inputs["type_vectors"], (1, self.hidden, 1, self.length))
         expect_shape("marker_selector", inputs["marker_selector"], (1, self.length, 1, self.markers))
         x = self.encoder.encode(inputs) + inputs["type_vectors"]  # (1, C, 1, L)
+        keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1)
         for n, layer in enumerate(self.head_layers):
-            x = layer(x, inputs["global_mask"], self.encoder.layer_lora(inputs, self.num_encoder_layers + n))  # (1, C, 1, L)
+            x = layer(x, keys, self.encoder.layer_lora(inputs, self.num_encoder_layers + n))  # (1, C, 1, L)
         hidden = torch.relu(self.scorer_proj(self.scorer_norm(x)))  # (1, S, 1, L)
         scores = self.scorer_out(hidden)  # (1, 1, 1, L), without the output bias
         picked = torch.einsum("bkhq,bchk->bchq", inputs["marker_selector"], scores)  # (1, 1, 1, M)
@@ -248,7 +252,7 @@ class BC1SLayerBlock(nn.Module):
         self.layer = encoder_layer(config, tensors, index, length, tiling=tiling)
         self.mask_name = ("window_mask" if tiling is not None else "local_mask") if sliding else "global_mask"
         self.mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
-        self.hidden, self.length = config.encoder.hidden_size, length
+        self.hidden, self.length, self.config = config.encoder.hidden_size, length, config
 
     def input_names(self) -> list[str]:
         return ["hidden_states", self.mask_name]
@@ -256,4 +260,6 @@ class BC1SLayerBlock(nn.Module):
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
         expect_shape(self.mask_name, mask, self.mask_shape)
+        if self.mask_name == "global_mask" and not is_bert(self.config):
+            mask = key_bias(mask)  # (1, L, 1, 1): folded into the scores
         return self.layer(hidden_states, mask)  # (1, C, 1, L)

@@ -8,14 +8,15 @@ Per head h (D channels), one op each for all nT tiles:
     weights = softmax(scores, dim=1)                                   # over the window's keys
     out_h   (1, D, nT, T) = einsum('bkhq,bchk->bchq', weights, v_h (1, D, nT, W))
 
-This is MIL's native einsum (B, C, H, W1) x (B, W1, H, W2) with H = nT. The windows of K and V are built
-together, once per layer for all heads, with static slices and no gather: stack K and V on the channel axis
-(1, 2C, 1, L), pad the sequence with r zero columns on the left and zeros up to (nT + P - 1) * T on the right
-(one concat with constant zeros), view it as (1, 2C, nT + P - 1, T) blocks (a reshape), and take P = ceil(W / T)
-shifted block ranges [p, p + nT) of width min(T, W - p*T) (P slices), laid side by side on the last axis (one
-concat): slot w of tile t is key t*T - r + w. One split then gives the K windows (transposed once, split into
-heads) and every head's V windows. Zero keys are hidden by the mask; zero values are multiplied by exact zero
-weights. Beyond the dense layer, a sliding layer costs P + 10 ops (P = 3 at T = 64, r = 64).
+This is MIL's native einsum (B, C, H, W1) x (B, W1, H, W2) with H = nT. The windows of K and of V are built once
+per layer for all heads, each with static slices and no gather: pad the sequence (1, C, 1, L) with r zero columns
+on the left and zeros up to (nT + P - 1) * T on the right (one concat with constant zeros), view it as
+(1, C, nT + P - 1, T) blocks (a reshape), and take P = ceil(W / T) shifted block ranges [p, p + nT) of width
+min(T, W - p*T) (P slices), laid side by side on the last axis (one concat): slot w of tile t is key t*T - r + w.
+The K windows are transposed once and split into heads, the V windows split into heads. Zero keys are hidden by
+the mask; zero values are multiplied by exact zero weights. (Stacking K and V on the channel axis to build both
+windows in one pass costs a concat of K and V and a split of the 2x wider windows: more bytes than the few ops
+it saves, ANE_MATH.md section 16.)
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from ..model.window_tiles import WindowTiles
 
 
 class WindowTiling(nn.Module):
-    """Static tiling of one bucket: queries (1, C, 1, L) and stacked keys/values (1, 2C, 1, L). One instance is
-    shared by every sliding layer, so each zero block is one constant of the package."""
+    """Static tiling of one bucket: queries (1, C, 1, L), keys and values (1, C, 1, L). One instance is shared by
+    every sliding layer, so each zero block is one constant of the package."""
 
     def __init__(self, tiles: WindowTiles, channels: int):
         super().__init__()
@@ -38,7 +39,7 @@ class WindowTiling(nn.Module):
             self.register_buffer("query_zeros", torch.zeros(1, channels, 1, self.query_pad))  # (1, C, 1, pad)
         for side, width in (("left", tiles.left_pad), ("right", tiles.right_pad)):
             if width:
-                self.register_buffer(f"{side}_zeros", torch.zeros(1, 2 * channels, 1, width))  # (1, 2C, 1, width)
+                self.register_buffer(f"{side}_zeros", torch.zeros(1, channels, 1, width))  # (1, C, 1, width)
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(1, C, 1, L) -> (1, C, nT, T); positions L..nT*T-1 are zero padding queries."""
@@ -54,25 +55,24 @@ class WindowTiling(nn.Module):
         return y[..., :t.length] if self.query_pad else y  # (1, C, 1, L)
 
     def windows(self, x: torch.Tensor) -> torch.Tensor:
-        """(1, 2C, 1, L) -> (1, 2C, nT, W): [.., t, w] is column t*T - r + w (zero outside [0, L))."""
+        """(1, C, 1, L) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside [0, L))."""
         t = self.tiles
         parts = ([self.left_zeros] if t.left_pad else []) + [x] + ([self.right_zeros] if t.right_pad else [])
-        padded = torch.cat(parts, dim=3) if len(parts) > 1 else x  # (1, 2C, 1, (nT+P-1)*T)
-        blocks = padded.reshape(1, 2 * self.channels, t.key_blocks, t.tile)  # (1, 2C, nT+P-1, T)
-        pieces = [blocks[:, :, p:p + t.n_tiles, :width] for p, width in enumerate(t.piece_widths())]  # (1, 2C, nT, <=T)
-        return torch.cat(pieces, dim=3) if len(pieces) > 1 else pieces[0]  # (1, 2C, nT, W)
+        padded = torch.cat(parts, dim=3) if len(parts) > 1 else x  # (1, C, 1, (nT+P-1)*T)
+        blocks = padded.reshape(1, self.channels, t.key_blocks, t.tile)  # (1, C, nT+P-1, T)
+        pieces = [blocks[:, :, p:p + t.n_tiles, :width] for p, width in enumerate(t.piece_widths())]  # (1, C, nT, <=T)
+        return torch.cat(pieces, dim=3) if len(pieces) > 1 else pieces[0]  # (1, C, nT, W)
 
 
 def windowed_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, tiling: WindowTiling,
                    head_dim: int, observe=None) -> torch.Tensor:
     """Attention of every head over its window. q, k (rotated), v: (1, C, 1, L); mask (1, W, nT, T).
     Returns the concatenated head outputs (1, C, 1, L)."""
-    c = tiling.channels
     q_tiles = tiling.queries(q)  # (1, C, nT, T)
-    kv_windows = tiling.windows(torch.cat((k, v), dim=1))  # (1, 2C, nT, W)
-    k_windows, *vs = kv_windows.split([c] + [head_dim] * (c // head_dim), dim=1)  # (1, C, nT, W), H x (1, D, nT, W)
-    k_windows = k_windows.permute(0, 3, 2, 1)  # (1, W, nT, C): the one K transpose
+    k_windows = tiling.windows(k).permute(0, 3, 2, 1)  # (1, W, nT, C): the one K transpose
+    v_windows = tiling.windows(v)  # (1, C, nT, W)
     qs, ks = q_tiles.split(head_dim, dim=1), k_windows.split(head_dim, dim=3)  # H x (1, D, nT, T) / (1, W, nT, D)
+    vs = v_windows.split(head_dim, dim=1)  # H x (1, D, nT, W)
     heads = []
     for q_h, k_h, v_h in zip(qs, ks, vs):
         scores = torch.einsum("bchq,bkhc->bkhq", q_h, k_h)  # (1, W, nT, T)

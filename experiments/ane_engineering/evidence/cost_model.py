@@ -23,8 +23,8 @@ wider "L x L tensor ops" also count every op that reads or writes an L x L tenso
 RoPE scores, softmax): in an unfused schedule they are what moves the bytes. A tensor is L x L when it is made by
 a score contraction or by an element-wise/softmax op from an L x L tensor, or is a function input of shape
 (1, L, 1, L) (the masks). Each softmax over an L x L tensor is grouped with its score and AV contractions into
-an attention block keyed by the mask input(s) it adds (global_mask / local_mask), so sliding-window layers can be
-told apart from full-attention layers.
+an attention block keyed by the mask input(s) it adds (global_mask / local_mask) or folds into the score
+contraction as a key-bias channel, so sliding-window layers can be told apart from full-attention layers.
 
 Latency floor (a roofline): compute_ms = FLOPs / peak FP16 rate; memory_ms = bytes / ANE bandwidth;
 floor_ms = max(compute_ms, memory_ms). Two byte counts are reported, each with its own floor:
@@ -490,8 +490,9 @@ def _attention_block(softmax, mask_inputs: set[str]) -> tuple[list, set[str]]:
             continue
         seen.add(id(op))
         members.append(op)
-        if op.op_type in _CONTRACTIONS:
-            continue  # a score contraction: the block starts here
+        if op.op_type in _CONTRACTIONS:  # a score contraction: the block starts here
+            masks.update(_folded_masks(op, mask_inputs))
+            continue
         stack.extend(v for _, v in _inputs(op))
     frontier = list(softmax.outputs)
     while frontier:
@@ -504,6 +505,23 @@ def _attention_block(softmax, mask_inputs: set[str]) -> tuple[list, set[str]]:
             if child.op_type not in _CONTRACTIONS:
                 frontier.extend(child.outputs)
     return members, masks
+
+
+def _folded_masks(contraction, mask_inputs: set[str]) -> set[str]:
+    """Mask inputs that reach a score contraction's operands through data movement only: a key bias sliced from a
+    mask and concatenated onto K as an extra channel (bc1s/attention.py) keys its block like an added mask."""
+    found, stack, seen = set(), [var for _, var in _inputs(contraction)], set()
+    while stack:
+        var = stack.pop()
+        if var.op is None:
+            if var.name in mask_inputs:
+                found.add(var.name)
+            continue
+        if id(var.op) in seen or var.op.op_type not in _DATA_MOVEMENT:
+            continue
+        seen.add(id(var.op))
+        stack.extend(v for _, v in _inputs(var.op))
+    return found
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def _bc1s_contract(name: str, c: int, length: int, window_shape: tuple[int, ...]
         "hidden_states": ("(1, C, 1, L) hidden states entering the block", (1, c, 1, length)),
         "embeddings": ("(1, C, 1, L) token embedding rows looked up on the host; padding columns hold the pad row",
                        (1, c, 1, length)),
-        "global_mask": ("(1, L, 1, L) additive mask [0, key, 0, query] for full-attention layers: 0 or -1e4",
+        "global_mask": (("(1, L, 1, L) additive mask [0, key, 0, query] for full-attention layers: 0 or -1e4, "
+                         "equal in every query column (ModernBERT graphs read column 0 as a key bias)"),
                         (1, length, 1, length)),
         "local_mask": ("(1, L, 1, L) additive mask [0, key, 0, query] for sliding-window layers: 0 or -1e4",
                        (1, length, 1, length)),
