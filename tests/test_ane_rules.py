@@ -523,11 +523,16 @@ def test_tiny_bc1s_body_has_no_violations():
     report = check_program(model._mil_program, model.get_spec())
     assert report["violations"] == 0, [f for f in report["findings"] if f["severity"] == "error"][:5]
     assert report["predicted_off_ane"] == [] and report["predicted_ane_fraction"] == 1.0
-    # The expected warnings: mmBERT's exact erf GELU, once per GeGLU layer, and the concat of the heads before Wo,
-    # once per attention layer (both Orion direct-ANE constraints, "warned" for Core ML); nothing else.
-    assert set(report["findings_by_rule"]) == {"ANE-R25-exact-gelu", "ANE-R26-concat"}
+    # The expected warnings: mmBERT's exact erf GELU, once per GeGLU layer, and every concat -- the heads before Wo
+    # and the key-bias channel of full-attention heads (both Orion direct-ANE constraints, "warned" for Core ML) --
+    # and the last-axis padding of the key bias (1, L, 1, 1) itself (L rows of 64 B, 6 KB at L96; the encoder's and
+    # the head's identical slices of global_mask become one op in conversion); nothing else.
+    assert set(report["findings_by_rule"]) == {"ANE-R25-exact-gelu", "ANE-R26-concat", "ANE-R17-last-axis-padding"}
     assert report["findings_by_rule"]["ANE-R25-exact-gelu"] == report["ops"]["by_type"]["gelu"]
     assert report["findings_by_rule"]["ANE-R26-concat"] == report["ops"]["by_type"]["concat"]
+    padding = [f for f in report["findings"] if f["rule"] == "ANE-R17-last-axis-padding"]
+    assert len(padding) == 1 and all(f["op_type"] == "slice_by_index" and "last axis 1 x" in f["detail"]
+                                     for f in padding), padding
     assert set(report["ops"]["by_type"]) <= ANE_OP_ALLOWLIST
     assert require_ane_gate(report, set()) == (True, [])
 

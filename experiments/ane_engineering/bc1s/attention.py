@@ -62,7 +62,8 @@ def qk_row_order(num_heads: int, head_dim: int) -> torch.Tensor:
 
 class SingleHeadAttention(nn.Module):
     def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, rope: RopeTables, length: int,
-                 tiling: WindowTiling | None = None, key_bias_channel: "KeyBiasChannel | None" = None):
+                 tiling: WindowTiling | None = None, key_bias_channel: "KeyBiasChannel | None" = None,
+                 input_scale: torch.Tensor | None = None):
         super().__init__()
         self.num_heads, self.head_dim, self.length = num_heads, hidden // num_heads, length
         d = self.head_dim
@@ -74,9 +75,13 @@ class SingleHeadAttention(nn.Module):
             b = None if bias is None else bias[block * hidden:(block + 1) * hidden]
             return Conv1x1(w * factor, None if b is None else b * factor)
 
-        self.q = rows(0, factor=scale)
-        self.k = rows(1)
-        self.v = rows(2)
+        # input_scale: the folded weight of the norm before this attention (norm.py); the Q/K/V convs carry it.
+        self.q = rows(0, factor=scale).scaled_inputs(input_scale)
+        self.k = rows(1).scaled_inputs(input_scale)
+        self.v = rows(2).scaled_inputs(input_scale)
+        # LoRA adapters read the norm's weighted output, as in the checkpoint: the weight is applied for them alone.
+        self.lora_input_scale = None if input_scale is None else nn.Parameter(
+            input_scale.detach().clone().view(1, -1, 1, 1), requires_grad=False)  # (1, C, 1, 1)
         self.out = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package
         self.tiling = tiling  # windowed layout (sliding layers): shared by every such layer; None = dense
@@ -95,6 +100,7 @@ class SingleHeadAttention(nn.Module):
         ((1, L, 1, L) dense or (1, W, nT, T) windowed)."""
         q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, 1, L) each; Q pre-scaled
         if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
+            x = x if self.lora_input_scale is None else x * self.lora_input_scale  # (1, C, 1, L)
             q = q + low_rank_delta(x, *lora["q"]) if "q" in lora else q  # (1, C, 1, L)
             k = k + low_rank_delta(x, *lora["k"]) if "k" in lora else k  # (1, C, 1, L)
             v = v + low_rank_delta(x, *lora["v"]) if "v" in lora else v  # (1, C, 1, L)

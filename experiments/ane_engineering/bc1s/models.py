@@ -30,7 +30,7 @@ from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
-from .norm import ChannelLayerNorm
+from .norm import ChannelLayerNorm, foldable
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
 from .windowed_attention import WindowTiling
@@ -73,19 +73,33 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
     prefix = f"layers.{index}"
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
     sliding = enc.layer_types[index] == "sliding_attention"
+    folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
-                                    tiling if sliding else None, None if sliding else ropes.key_bias_channel)
-    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
-    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
+                                    tiling if sliding else None, None if sliding else ropes.key_bias_channel,
+                                    foldable(tensors, f"{prefix}.attn_norm") if folded else None)
+    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation,
+                    foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
+    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
+
+
+def folds_norms(tensors: dict, prefix: str) -> bool:
+    """A layer's norms fold into its convs (norm.py) when the mlp norm and the attention norm, if any, are
+    bias-free."""
+    has_attn_norm = f"{prefix}.attn_norm.weight" in tensors
+    return foldable(tensors, f"{prefix}.mlp_norm") is not None and (
+        not has_attn_norm or foldable(tensors, f"{prefix}.attn_norm") is not None)
 
 
 def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
+    folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
-                                    key_bias_channel=ropes.key_bias_channel)
-    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
+                                    key_bias_channel=ropes.key_bias_channel,
+                                    input_scale=foldable(tensors, f"{prefix}.attn_norm") if folded else None)
+    ffn = ReluConv(tensors, f"{prefix}.mlp", foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
+    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
 
 
 def bind_inputs(names: list[str], args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
@@ -190,8 +204,10 @@ class BC1SBody(nn.Module):
         self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
-        self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps)
-        self.scorer_proj = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.proj")
+        scorer_scale = foldable(tensors, f"{HEAD_PREFIX}scorer.norm")  # bias-free: scorer_proj carries it
+        self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps,
+                                                         folded=scorer_scale is not None)
+        self.scorer_proj = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.proj").scaled_inputs(scorer_scale)
         self.scorer_out = Conv1x1(tensors[f"{HEAD_PREFIX}scorer.out.weight"])  # bias added per slot, below
         # The scorer's one-element output bias, repeated over the marker slots and added after the read-out (equal
         # for every selected slot): a constant of MARKER_SLOTS elements is stored as a weight blob, where a

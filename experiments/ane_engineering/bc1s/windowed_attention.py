@@ -13,7 +13,8 @@ per layer for all heads, each with static slices and no gather: pad the sequence
 on the left and zeros up to (nT + P - 1) * T on the right (one concat with constant zeros), view it as
 (1, C, nT + P - 1, T) blocks (a reshape), and take P = ceil(W / T) shifted block ranges [p, p + nT) of width
 min(T, W - p*T) (P slices), laid side by side on the last axis (one concat): slot w of tile t is key t*T - r + w.
-The K windows are transposed once and split into heads, the V windows split into heads. Zero keys are hidden by
+K is transposed once, as blocks before the pieces are cut (the windows overlap, so they are larger), then split
+into heads; the V windows are split into heads. Zero keys are hidden by
 the mask; zero values are multiplied by exact zero weights. (Stacking K and V on the channel axis to build both
 windows in one pass costs a concat of K and V and a split of the 2x wider windows: more bytes than the few ops
 it saves, ANE_MATH.md section 16.)
@@ -54,12 +55,18 @@ class WindowTiling(nn.Module):
         y = y.reshape(1, y.shape[1], 1, t.padded_length)  # (1, C, 1, nT*T)
         return y[..., :t.length] if self.query_pad else y  # (1, C, 1, L)
 
-    def windows(self, x: torch.Tensor) -> torch.Tensor:
-        """(1, C, 1, L) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside [0, L))."""
+    def windows(self, x: torch.Tensor, keys_first: bool = False) -> torch.Tensor:
+        """(1, C, 1, L) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside [0, L)).
+        keys_first: (1, W, nT, C) instead, the layout of K in the score einsum. The blocks are transposed before
+        the overlapping pieces are cut, so the transpose moves (nT+P-1)*T columns, not nT*W."""
         t = self.tiles
         parts = ([self.left_zeros] if t.left_pad else []) + [x] + ([self.right_zeros] if t.right_pad else [])
         padded = torch.cat(parts, dim=3) if len(parts) > 1 else x  # (1, C, 1, (nT+P-1)*T)
         blocks = padded.reshape(1, self.channels, t.key_blocks, t.tile)  # (1, C, nT+P-1, T)
+        if keys_first:
+            blocks = blocks.permute(0, 3, 2, 1)  # (1, T, nT+P-1, C): the one K transpose
+            pieces = [blocks[:, :width, p:p + t.n_tiles, :] for p, width in enumerate(t.piece_widths())]  # (1, <=T, nT, C)
+            return torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (1, W, nT, C)
         pieces = [blocks[:, :, p:p + t.n_tiles, :width] for p, width in enumerate(t.piece_widths())]  # (1, C, nT, <=T)
         return torch.cat(pieces, dim=3) if len(pieces) > 1 else pieces[0]  # (1, C, nT, W)
 
@@ -69,7 +76,7 @@ def windowed_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     """Attention of every head over its window. q, k (rotated), v: (1, C, 1, L); mask (1, W, nT, T).
     Returns the concatenated head outputs (1, C, 1, L)."""
     q_tiles = tiling.queries(q)  # (1, C, nT, T)
-    k_windows = tiling.windows(k).permute(0, 3, 2, 1)  # (1, W, nT, C): the one K transpose
+    k_windows = tiling.windows(k, keys_first=True)  # (1, W, nT, C)
     v_windows = tiling.windows(v)  # (1, C, nT, W)
     qs, ks = q_tiles.split(head_dim, dim=1), k_windows.split(head_dim, dim=3)  # H x (1, D, nT, T) / (1, W, nT, D)
     vs = v_windows.split(head_dim, dim=1)  # H x (1, D, nT, W)
