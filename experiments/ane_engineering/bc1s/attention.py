@@ -29,23 +29,30 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..buckets import MARKER_SLOTS
 from .conv import Conv1x1
 from .lora import low_rank_delta
+from .markers import select_columns
 from .rope import RopeTables
 from .windowed_attention import WindowTiling, windowed_heads
 
 
 class KeyBiasChannel(nn.Module):
     """Appends the channel that folds a key-only mask into the score einsum: ones to q_h, the key bias to k_h.
-    One instance per length is shared by every full-attention layer, so the package holds the ones row once."""
+    One instance per length is shared by every full-attention layer, so the package holds each ones row once: one
+    per position, and one per marker slot for the last head layer's selected queries (markers.py)."""
 
     def __init__(self, length: int):
         super().__init__()
-        self.register_buffer("ones", torch.ones(1, 1, 1, length))  # (1, 1, 1, Lq)
+        self.register_buffer("position_ones", torch.ones(1, 1, 1, length))  # (1, 1, 1, L)
+        self.register_buffer("slot_ones", torch.ones(1, 1, 1, MARKER_SLOTS))  # (1, 1, 1, M)
 
-    def forward(self, q_h: torch.Tensor, k_h: torch.Tensor, key_bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q_h (1, D, 1, Lq), k_h (1, Lk, 1, D), key_bias (1, Lk, 1, 1) -> (1, D+1, 1, Lq), (1, Lk, 1, D+1)."""
-        return torch.cat((q_h, self.ones), dim=1), torch.cat((k_h, key_bias), dim=3)
+    def forward(self, q_h: torch.Tensor, k_h: torch.Tensor, key_bias: torch.Tensor,
+                selected: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """q_h (1, D, 1, Lq), k_h (1, Lk, 1, D), key_bias (1, Lk, 1, 1) -> (1, D+1, 1, Lq), (1, Lk, 1, D+1);
+        Lq = M for selected queries, else L."""
+        ones = self.slot_ones if selected else self.position_ones  # (1, 1, 1, Lq)
+        return torch.cat((q_h, ones), dim=1), torch.cat((k_h, key_bias), dim=3)
 
 
 def key_bias(global_mask: torch.Tensor) -> torch.Tensor:
@@ -95,30 +102,39 @@ class SingleHeadAttention(nn.Module):
         if self.observer is not None and not torch.jit.is_tracing():
             self.observer(kind, name, *tensors, **details)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None,
+                selector: torch.Tensor | None = None) -> torch.Tensor:
         """x (1, C, 1, L); mask: the key bias (1, L, 1, 1) of a full-attention layer, else the layer's additive mask
-        ((1, L, 1, L) dense or (1, W, nT, T) windowed)."""
-        q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, 1, L) each; Q pre-scaled
+        ((1, L, 1, L) dense or (1, W, nT, T) windowed). selector (1, L, 1, M): queries only at the selected
+        positions (markers.py), output (1, C, 1, M); full-attention layers only."""
+        if selector is not None and (self.tiling is not None or self.key_bias_channel is None):
+            raise ValueError("selected queries are implemented for full-attention layers")
+        queries = x if selector is None else select_columns(selector, x)  # (1, C, 1, Lq)
+        q, k, v = self.q(queries), self.k(x), self.v(x)  # (1, C, 1, Lq) / (1, C, 1, L); Q pre-scaled
         if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
-            x = x if self.lora_input_scale is None else x * self.lora_input_scale  # (1, C, 1, L)
-            q = q + low_rank_delta(x, *lora["q"]) if "q" in lora else q  # (1, C, 1, L)
+            if self.lora_input_scale is not None:
+                x, queries = x * self.lora_input_scale, queries * self.lora_input_scale  # (1, C, 1, L) / (1, C, 1, Lq)
+            q = q + low_rank_delta(queries, *lora["q"]) if "q" in lora else q  # (1, C, 1, Lq)
             k = k + low_rank_delta(x, *lora["k"]) if "k" in lora else k  # (1, C, 1, L)
             v = v + low_rank_delta(x, *lora["v"]) if "v" in lora else v  # (1, C, 1, L)
         self._observe("activation", "q", q)
         self._observe("activation", "k", k)
         self._observe("activation", "v", v)
-        q, k = self.rope(q), self.rope(k)  # (1, C, 1, L) each, rotated
+        q = self.rope(q) if selector is None else self.rope.at(q, selector)  # (1, C, 1, Lq), rotated
+        k = self.rope(k)  # (1, C, 1, L), rotated
         self._observe("activation", "q_rope", q)
         self._observe("activation", "k_rope", k)
         if self.tiling is not None:
             concatenated = windowed_heads(q, k, v, mask, self.tiling, self.head_dim,
                                           self._observe if self.observer else None)
         else:
-            concatenated = self._dense_heads(q, k, v, mask)  # (1, C, 1, L)
+            concatenated = self._dense_heads(q, k, v, mask, selected=selector is not None)  # (1, C, 1, Lq)
         self._observe("activation", "concat", concatenated)
         return self.out(concatenated)  # (1, C, 1, L)
 
-    def _dense_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _dense_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                     selected: bool = False) -> torch.Tensor:
+        """q (1, C, 1, Lq), k and v (1, C, 1, L); Lq = M for selected queries. Returns the heads (1, C, 1, Lq)."""
         d = self.head_dim
         k = k.permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
         # One split per tensor (a single MIL op with H outputs) instead of H slices.
@@ -129,7 +145,7 @@ class SingleHeadAttention(nn.Module):
                 if self.observer is not None:
                     scores = torch.einsum("bchq,bkhc->bkhq", q_h, k_h)  # (1, Lk, 1, Lq): analysis only
                     self._observe("scores", "scores", scores, mask.expand(-1, -1, -1, scores.shape[3]))
-                q_x, k_x = self.key_bias_channel(q_h, k_h, mask)  # (1, D+1, 1, Lq) / (1, Lk, 1, D+1)
+                q_x, k_x = self.key_bias_channel(q_h, k_h, mask, selected)  # (1, D+1, 1, Lq) / (1, Lk, 1, D+1)
                 weights = torch.einsum("bchq,bkhc->bkhq", q_x, k_x).softmax(dim=1)  # (1, Lk, 1, Lq)
                 heads.append(torch.einsum("bkhq,bchk->bchq", weights, v_h))  # (1, D, 1, Lq)
                 self._observe("activation", "heads", heads[-1])

@@ -121,7 +121,8 @@ class BC1SBertEncoder(nn.Module):
     def layer_lora(self, inputs: dict, index: int) -> None:
         return None
 
-    def encode(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    def encode(self, inputs: dict[str, torch.Tensor], keys: torch.Tensor | None = None) -> torch.Tensor:
+        """`keys` (a ModernBERT key bias) is not used: BERT layers add the global mask itself."""
         c, length = self.hidden, self.length
         expect_shape("embeddings", inputs["embeddings"], (1, c, 1, length))
         expect_shape("global_mask", inputs["global_mask"], (1, length, 1, length))

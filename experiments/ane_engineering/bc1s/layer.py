@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .markers import select_columns
 from .norm import ChannelLayerNorm
 
 
@@ -22,6 +23,12 @@ class BC1SLayer(nn.Module):
         self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.mlp_norm", eps, folded)
         self.mlp = ffn
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), mask, lora)  # (1, C, 1, L)
-        return x + self.mlp(self.mlp_norm(x))  # (1, C, 1, L)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None,
+                selector: torch.Tensor | None = None) -> torch.Tensor:
+        """x (1, C, 1, L) -> (1, C, 1, L); with a marker selector (1, L, 1, M) only the selected columns are
+        computed, (1, C, 1, M) (markers.py): keys and values still come from every position."""
+        normed = self.attn_norm(x)  # (1, C, 1, L)
+        if selector is not None:
+            x = select_columns(selector, x)  # (1, C, 1, M)
+        x = x + self.attn(normed, mask, lora, selector)  # (1, C, 1, L or M)
+        return x + self.mlp(self.mlp_norm(x))  # (1, C, 1, L or M)

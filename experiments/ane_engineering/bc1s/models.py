@@ -30,6 +30,7 @@ from .conv import Conv1x1
 from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
+from .markers import active_slots, select_columns
 from .norm import ChannelLayerNorm, foldable
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
@@ -155,7 +156,8 @@ class BC1SEncoder(nn.Module):
     def layer_lora(self, inputs: dict, index: int) -> dict | None:
         return layer_slices(inputs, self.lora, index) if self.lora else None
 
-    def encode(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    def encode(self, inputs: dict[str, torch.Tensor], keys: torch.Tensor | None = None) -> torch.Tensor:
+        """keys: the key bias (1, L, 1, 1) if the caller has sliced it already (one slice op per graph)."""
         c, length = self.hidden, self.length
         expect_shape("embeddings", inputs["embeddings"], (1, c, 1, length))
         expect_shape("global_mask", inputs["global_mask"], (1, length, 1, length))
@@ -164,7 +166,8 @@ class BC1SEncoder(nn.Module):
         for name, shape in self.lora_shapes().items():
             expect_shape(name, inputs[name], shape)
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
-        keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
+        if keys is None:
+            keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
             mask = inputs[self.local_mask_name] if layer_type == "sliding_attention" else keys
             x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L)
@@ -199,6 +202,7 @@ class BC1SBody(nn.Module):
         if config.head.max_markers != MARKER_SLOTS:
             raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
         ropes = RopeCache(length)
+        self.key_bias_channel = ropes.key_bias_channel  # its row of ones per position also counts the active slots
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
         self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers, attention)
         self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
@@ -226,14 +230,20 @@ class BC1SBody(nn.Module):
         inputs = bind_inputs(self.input_names(), args, kwargs)
         expect_shape("type_vectors", inputs["type_vectors"], (1, self.hidden, 1, self.length))
         expect_shape("marker_selector", inputs["marker_selector"], (1, self.length, 1, self.markers))
-        x = self.encoder.encode(inputs) + inputs["type_vectors"]  # (1, C, 1, L)
-        keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1)
+        keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1), shared by the encoder's and the head's layers
+        x = self.encoder.encode(inputs, keys) + inputs["type_vectors"]  # (1, C, 1, L)
+        selector = inputs["marker_selector"]  # (1, L, 1, M)
+        last = len(self.head_layers) - 1
         for n, layer in enumerate(self.head_layers):
-            x = layer(x, keys, self.encoder.layer_lora(inputs, self.num_encoder_layers + n))  # (1, C, 1, L)
-        hidden = torch.relu(self.scorer_proj(self.scorer_norm(x)))  # (1, S, 1, L)
-        scores = self.scorer_out(hidden)  # (1, 1, 1, L), without the output bias
-        picked = torch.einsum("bkhq,bchk->bchq", inputs["marker_selector"], scores)  # (1, 1, 1, M)
-        return picked + self.slot_bias  # (1, 1, 1, M)
+            # The last layer computes only the marker columns (markers.py): (1, C, 1, M); the others all L.
+            x = layer(x, keys, self.encoder.layer_lora(inputs, self.num_encoder_layers + n),
+                      selector if n == last else None)
+        if last < 0:
+            x = select_columns(selector, x)  # (1, C, 1, M): no head layer, read out before the scorer
+        hidden = torch.relu(self.scorer_proj(self.scorer_norm(x)))  # (1, S, 1, M)
+        scores = self.scorer_out(hidden)  # (1, 1, 1, M), without the output bias
+        # An unused slot reads nothing: 0 + bias, as when the read-out came last.
+        return scores * active_slots(selector, self.key_bias_channel.position_ones) + self.slot_bias  # (1, 1, 1, M)
 
 
 class BC1SMLPBlock(nn.Module):

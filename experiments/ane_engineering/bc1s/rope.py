@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.rope import half_tables
+from .markers import select_columns
 
 
 def rotate_half_blocks(num_heads: int, head_dim: int) -> torch.Tensor:
@@ -58,3 +59,8 @@ class RopeTables(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.cos + self.rotation(x) * self.sin  # (1, H*D, 1, L)
+
+    def at(self, x: torch.Tensor, selector: torch.Tensor) -> torch.Tensor:
+        """x (1, H*D, 1, M) taken at the positions a one-hot selector (1, L, 1, M) picks (markers.py)."""
+        cos, sin = select_columns(selector, self.cos), select_columns(selector, self.sin)  # (1, H*D, 1, M) each
+        return x * cos + self.rotation(x) * sin  # (1, H*D, 1, M)

@@ -179,9 +179,19 @@ class RangeRecorder:
             self.sites[name] = _Site(kind, len(self.sites))
         return self.sites[name]
 
+    def columns(self, width: int) -> torch.Tensor:
+        """The (width,) bool of columns that reach a read-out: valid tokens of an L-wide tensor, active marker slots
+        of an M-wide one (the last head layer and the scorer compute the marker columns only: bc1s/markers.py)."""
+        if width == len(self.valid):
+            return self.valid
+        if width == len(self.active_slots):
+            return self.active_slots
+        raise ValueError(f"a site {width} columns wide is neither the bucket ({len(self.valid)}) nor the marker "
+                         f"slots ({len(self.active_slots)})")
+
     def activation(self, name: str, *tensors: torch.Tensor, axis: int = 3) -> None:
         """One site made of one or more tensors (e.g. both RoPE halves), all with the token axis `axis`."""
-        pairs = [column_max_abs(tensor, self.valid, axis) for tensor in tensors]
+        pairs = [column_max_abs(tensor, self.columns(tensor.shape[axis]), axis) for tensor in tensors]
         site = self._site(name, "activation")
         site.values.update(max(p[0] for p in pairs), max(p[1] for p in pairs), self.where)
         if axis == 3 and len(tensors) == 1:
@@ -189,9 +199,10 @@ class RangeRecorder:
 
     def _channels(self, site: "_Site", tensor: torch.Tensor) -> None:
         """Running per-channel max |value| over valid token columns of a (1, C, 1, L) tensor (NaN counts as inf)."""
-        if tensor.dim() != 4 or not bool(self.valid.any()):
+        columns = self.columns(tensor.shape[-1])
+        if tensor.dim() != 4 or not bool(columns.any()):
             return
-        per_channel = tensor.detach()[..., self.valid].abs().amax(dim=(0, 2, 3)).double()  # (C,)
+        per_channel = tensor.detach()[..., columns].abs().amax(dim=(0, 2, 3)).double()  # (C,)
         per_channel = torch.nan_to_num(per_channel, nan=math.inf)
         site.channels = per_channel if site.channels is None else torch.maximum(site.channels, per_channel)
 
@@ -201,28 +212,30 @@ class RangeRecorder:
 
     def norm_input(self, name: str, x: torch.Tensor) -> None:
         site = self._site(name, "norm_input")
-        valid, every = column_max_abs(x, self.valid, 3)
+        columns = self.columns(x.shape[3])
+        valid, every = column_max_abs(x, columns, 3)
         site.values.update(valid, every, self.where)
-        everything = torch.ones_like(self.valid)
+        everything = torch.ones_like(columns)
         self._channels(site, x)
         for key, per_column in norm_stats(x).items():
             per_column = torch.where(torch.isfinite(per_column), per_column, torch.full_like(per_column, math.inf))
-            site.extra.setdefault(key, _Max()).update(_masked_max(per_column, self.valid),
+            site.extra.setdefault(key, _Max()).update(_masked_max(per_column, columns),
                                                      _masked_max(per_column, everything), self.where)
-            if key == "variance" and bool(self.valid.any()):
-                site.min_variance = min(site.min_variance, float(per_column[self.valid].min()))
+            if key == "variance" and bool(columns.any()):
+                site.min_variance = min(site.min_variance, float(per_column[columns].min()))
 
     def _read_max_abs(self, s: torch.Tensor, read: torch.Tensor) -> tuple[float, float]:
         """(max |s| over read entries, over all entries) of a (Lk, Lq) score-layout tensor."""
         magnitude = s.abs()  # NaN stays NaN: _masked_max turns it into inf
         per_query_read = torch.where(read, magnitude, torch.zeros_like(magnitude)).amax(dim=0)  # (Lq,)
-        return (_masked_max(per_query_read, self.valid),
-                _masked_max(magnitude.amax(dim=0), torch.ones_like(self.valid)))
+        queries = self.columns(s.shape[1])
+        return (_masked_max(per_query_read, queries),
+                _masked_max(magnitude.amax(dim=0), torch.ones_like(queries)))
 
     def scores(self, name: str, scores: torch.Tensor, mask: torch.Tensor) -> None:
         """scores (1, Lk, 1, Lq) before the mask; mask the additive (1, Lk, 1, Lq) bias of this layer."""
         s, visible = scores.detach()[0, :, 0, :], (mask[0, :, 0, :] == 0)  # (Lk, Lq)
-        query_valid = self.valid  # (Lq,)
+        query_valid = self.columns(s.shape[1])  # (Lq,): valid tokens, or active slots for selected queries
         read = torch.logical_and(visible, query_valid[None, :])  # entries that reach a valid token's output
         site = self._site(name, "scores")
         site.values.update(*self._read_max_abs(s, read), self.where)
