@@ -109,6 +109,8 @@ class SingleHeadAttention(nn.Module):
         positions (markers.py), output (1, C, 1, M); full-attention layers only."""
         if selector is not None and (self.tiling is not None or self.key_bias_channel is None):
             raise ValueError("selected queries are implemented for full-attention layers")
+        if self.tiling is not None:
+            return self._windowed(x, mask, lora)
         queries = x if selector is None else select_columns(selector, x)  # (1, C, 1, Lq)
         q, k, v = self.q(queries), self.k(x), self.v(x)  # (1, C, 1, Lq) / (1, C, 1, L); Q pre-scaled
         if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
@@ -124,11 +126,32 @@ class SingleHeadAttention(nn.Module):
         k = self.rope(k)  # (1, C, 1, L), rotated
         self._observe("activation", "q_rope", q)
         self._observe("activation", "k_rope", k)
-        if self.tiling is not None:
-            concatenated = windowed_heads(q, k, v, mask, self.tiling, self.head_dim,
-                                          self._observe if self.observer else None)
-        else:
-            concatenated = self._dense_heads(q, k, v, mask, selected=selector is not None)  # (1, C, 1, Lq)
+        concatenated = self._dense_heads(q, k, v, mask, selected=selector is not None)  # (1, C, 1, Lq)
+        self._observe("activation", "concat", concatenated)
+        return self.out(concatenated)  # (1, C, 1, Lq)
+
+    def _windowed(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None) -> torch.Tensor:
+        """A sliding-window layer of the windowed layout, in tiles from its input on (windowed_attention.py).
+        x (1, C, 1, L), mask (1, W, nT, T) -> (1, C, 1, L)."""
+        tiling = self.tiling
+        tiles = tiling.queries(x)  # (1, C, nT, T): zero padding columns
+        q, k, v = self.q(tiles), self.k(tiles), self.v(tiles)  # (1, C, nT, T) each; Q pre-scaled
+        if lora:  # the adapters' einsums work on (1, C, 1, L): their deltas are tiled like the input
+            x = x if self.lora_input_scale is None else x * self.lora_input_scale  # (1, C, 1, L)
+            q = q + tiling.queries(low_rank_delta(x, *lora["q"])) if "q" in lora else q  # (1, C, nT, T)
+            k = k + tiling.queries(low_rank_delta(x, *lora["k"])) if "k" in lora else k  # (1, C, nT, T)
+            v = v + tiling.queries(low_rank_delta(x, *lora["v"])) if "v" in lora else v  # (1, C, nT, T)
+        observe = None
+        if self.observer is not None:
+            for name, tensor in (("q", q), ("k", k), ("v", v)):
+                self._observe("activation", name, tiling.untile(tensor))
+
+            def observe(kind, name, tensor):
+                self._observe(kind, name, tiling.untile(tensor))
+        q, k = self.rope(q), self.rope(k)  # (1, C, nT, T) each, rotated with tiled tables
+        heads = windowed_heads(q, tiling.windows(k, keys_first=True), tiling.windows(v), mask, self.head_dim,
+                               observe)  # (1, C, nT, T)
+        concatenated = tiling.untile(heads)  # (1, C, 1, L)
         self._observe("activation", "concat", concatenated)
         return self.out(concatenated)  # (1, C, 1, L)
 

@@ -23,7 +23,7 @@ from ..checkpoint.bert_config import is_bert
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..model.reference import ModelInputError
-from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
+from ..model.window_tiles import DENSE, AttentionLayout, LayoutError, WindowTiles
 from .attention import KeyBiasChannel, SingleHeadAttention, key_bias
 from .bert import BC1SBertEncoder, BertBC1SLayer
 from .conv import Conv1x1
@@ -46,11 +46,12 @@ class RopeCache:
         self.length, self.tables, self.rotations = length, {}, {}
         self.key_bias_channel = KeyBiasChannel(length)
 
-    def get(self, theta: float, head_dim: int, num_heads: int) -> RopeTables:
-        key = (theta, head_dim, num_heads)
+    def get(self, theta: float, head_dim: int, num_heads: int, tiles: WindowTiles | None = None) -> RopeTables:
+        """tiles: the tables laid out like a windowed export's sliding layers."""
+        key = (theta, head_dim, num_heads, tiles)
         if key not in self.tables:
             rotation = self.rotations.setdefault((num_heads, head_dim), HeadRotation(num_heads, head_dim))
-            self.tables[key] = RopeTables(theta, head_dim, num_heads, self.length, rotation)
+            self.tables[key] = RopeTables(theta, head_dim, num_heads, self.length, rotation, tiles)
         return self.tables[key]
 
 
@@ -72,8 +73,9 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
     enc = config.encoder
     ropes = ropes or RopeCache(length)
     prefix = f"layers.{index}"
-    rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
     sliding = enc.layer_types[index] == "sliding_attention"
+    tiles = tiling.tiles if sliding and tiling is not None else None
+    rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads, tiles)
     folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
                                     tiling if sliding else None, None if sliding else ropes.key_bias_channel,

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.rope import half_tables
+from ..model.window_tiles import WindowTiles
 from .markers import select_columns
 
 
@@ -46,19 +47,24 @@ class HeadRotation(nn.Module):
 
 
 class RopeTables(nn.Module):
-    """cos/sin for one fixed length, repeated over both halves of every head: (1, H*D, 1, L) each."""
+    """cos/sin for one fixed length, repeated over both halves of every head: (1, H*D, 1, L) each, or laid out in
+    tiles (1, H*D, nT, T) like the sliding layers of a windowed export (windowed_attention.py; positions beyond L
+    pad the last tile)."""
 
-    def __init__(self, theta: float, head_dim: int, num_heads: int, length: int, rotation: HeadRotation):
+    def __init__(self, theta: float, head_dim: int, num_heads: int, length: int, rotation: HeadRotation,
+                 tiles: WindowTiles | None = None):
         super().__init__()
-        cos, sin = half_tables(theta, head_dim, torch.arange(length))  # (L, D/2)
-        cos, sin = cos.repeat(1, 2 * num_heads), sin.repeat(1, 2 * num_heads)  # (L, H*D): channel c uses c mod D/2
+        positions = length if tiles is None else tiles.padded_length
+        cos, sin = half_tables(theta, head_dim, torch.arange(positions))  # (P, D/2)
+        cos, sin = cos.repeat(1, 2 * num_heads), sin.repeat(1, 2 * num_heads)  # (P, H*D): channel c uses c mod D/2
         channels = num_heads * head_dim
-        self.register_buffer("cos", cos.T.reshape(1, channels, 1, length).contiguous())  # (1, H*D, 1, L)
-        self.register_buffer("sin", sin.T.reshape(1, channels, 1, length).contiguous())  # (1, H*D, 1, L)
+        layout = (1, channels, 1, length) if tiles is None else (1, channels, tiles.n_tiles, tiles.tile)
+        self.register_buffer("cos", cos.T.reshape(layout).contiguous())  # (1, H*D, 1, L) / (1, H*D, nT, T)
+        self.register_buffer("sin", sin.T.reshape(layout).contiguous())  # (1, H*D, 1, L) / (1, H*D, nT, T)
         self.rotation = rotation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.cos + self.rotation(x) * self.sin  # (1, H*D, 1, L)
+        return x * self.cos + self.rotation(x) * self.sin  # (1, H*D, 1, L) / (1, H*D, nT, T)
 
     def at(self, x: torch.Tensor, selector: torch.Tensor) -> torch.Tensor:
         """x (1, H*D, 1, M) taken at the positions a one-hot selector (1, L, 1, M) picks (markers.py)."""

@@ -8,19 +8,28 @@ Per head h (D channels), one op each for all nT tiles:
     weights = softmax(scores, dim=1)                                   # over the window's keys
     out_h   (1, D, nT, T) = einsum('bkhq,bchk->bchq', weights, v_h (1, D, nT, W))
 
-This is MIL's native einsum (B, C, H, W1) x (B, W1, H, W2) with H = nT. The windows of K and of V are built once
-per layer for all heads, each with static slices and no gather: pad the sequence (1, C, 1, L) with r zero columns
-on the left and zeros up to (nT + P - 1) * T on the right (one concat with constant zeros), view it as
-(1, C, nT + P - 1, T) blocks (a reshape), and take P = ceil(W / T) shifted block ranges [p, p + nT) of width
-min(T, W - p*T) (P slices), laid side by side on the last axis (one concat): slot w of tile t is key t*T - r + w.
-K is transposed once, as blocks before the pieces are cut (the windows overlap, so they are larger), then split
-into heads; the V windows are split into heads. Zero keys are hidden by
-the mask; zero values are multiplied by exact zero weights. (Stacking K and V on the channel axis to build both
-windows in one pass costs a concat of K and V and a split of the 2x wider windows: more bytes than the few ops
-it saves, ANE_MATH.md section 16.)
+This is MIL's native einsum (B, C, H, W1) x (B, W1, H, W2) with H = nT. A sliding layer works in tiles from its
+input on: the normed input is tiled once (1, C, 1, L) -> (1, C, nT, T) (zero columns pad the last tile), and the
+Q, K and V convs run on the tiles (a 1x1 conv does not care how the columns are arranged), RoPE with tables laid
+out the same way. The windows of K and of V are then cut from the tiles with static slices and no gather: tile t's
+window is the last r columns before it, the tile itself and the first r columns after it,
+
+    window(t) = [ X[t-a..t-1] (last r columns) | X[t] | X[t+1..t+a] (first r columns) ],   a = ceil(r / T)
+
+where X[t+s] for all t at once is X shifted along the tile axis by s tiles (a slice and a concat with zero tiles),
+so a window is 2a + 1 pieces laid side by side in one concat; slot w of tile t is key t*T - r + w. For r <= T
+(mmBERT: r = 64, T = 128) that is a left and a right edge piece around the tile. K is transposed once, as tiles
+(1, T, nT, C), before the overlapping windows are cut, then split into heads; the V windows are split into heads.
+Keys outside [0, L) are zero or the convs' output at zero padding columns: either way finite, and hidden by the
+mask; their values are multiplied by exact zero weights. The heads' output is untiled once (1, C, nT, T) ->
+(1, C, 1, L) for the output projection and the residual. (Cutting the windows of the untiled sequence instead --
+pad, view as blocks, slice, concat -- moves the padded sequence twice more; stacking K and V to cut both at once
+costs a concat and a split of the 2x wider windows: ANE_MATH.md section 16.)
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -29,8 +38,8 @@ from ..model.window_tiles import WindowTiles
 
 
 class WindowTiling(nn.Module):
-    """Static tiling of one bucket: queries (1, C, 1, L), keys and values (1, C, 1, L). One instance is shared by
-    every sliding layer, so each zero block is one constant of the package."""
+    """Static tiling of one bucket: (1, C, 1, L) <-> (1, C, nT, T), and the windows of tiled K and V. One instance
+    is shared by every sliding layer, so each zero block is one constant of the package."""
 
     def __init__(self, tiles: WindowTiles, channels: int):
         super().__init__()
@@ -38,16 +47,33 @@ class WindowTiling(nn.Module):
         self.query_pad = tiles.padded_length - tiles.length
         if self.query_pad:
             self.register_buffer("query_zeros", torch.zeros(1, channels, 1, self.query_pad))  # (1, C, 1, pad)
-        for side, width in (("left", tiles.left_pad), ("right", tiles.right_pad)):
-            if width:
-                self.register_buffer(f"{side}_zeros", torch.zeros(1, channels, 1, width))  # (1, C, 1, width)
+        for keys_first in (False, True):
+            for shift, width in self._pieces():
+                tiles_off = min(abs(shift), tiles.n_tiles)
+                if shift:
+                    shape = (1, width, tiles_off, channels) if keys_first else (1, channels, tiles_off, width)
+                    self.register_buffer(self._zeros_name(keys_first, shift), torch.zeros(shape))
+
+    def _pieces(self) -> list[tuple[int, int]]:
+        """(tile shift s, width) of each window piece, left to right: the last `width` columns of X[t+s] for s < 0,
+        all of X[t], the first `width` columns for s > 0."""
+        t = self.tiles
+        reach = math.ceil(t.radius / t.tile)  # a: tiles a window reaches on each side
+        outer = t.radius - (reach - 1) * t.tile  # columns taken from the farthest tile
+        left = [(-s, outer if s == reach else t.tile) for s in range(reach, 0, -1)]
+        right = [(s, outer if s == reach else t.tile) for s in range(1, reach + 1)]
+        return left + [(0, t.tile)] + right
+
+    @staticmethod
+    def _zeros_name(keys_first: bool, shift: int) -> str:
+        return f"{'key' if keys_first else 'value'}_zeros_{'before' if shift < 0 else 'after'}_{abs(shift)}"
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
-        """(1, C, 1, L) -> (1, C, nT, T); positions L..nT*T-1 are zero padding queries."""
+        """(1, C, 1, L) -> (1, C, nT, T); positions L..nT*T-1 are zero padding columns."""
         t = self.tiles
         if self.query_pad:
             x = torch.cat((x, self.query_zeros), dim=3)  # (1, C, 1, nT*T)
-        return x.reshape(1, self.channels, t.n_tiles, t.tile)  # (1, C, nT, T)
+        return x.reshape(1, x.shape[1], t.n_tiles, t.tile)  # (1, C, nT, T)
 
     def untile(self, y: torch.Tensor) -> torch.Tensor:
         """(1, C, nT, T) -> (1, C, 1, L), dropping the padding queries of the last tile."""
@@ -56,28 +82,35 @@ class WindowTiling(nn.Module):
         return y[..., :t.length] if self.query_pad else y  # (1, C, 1, L)
 
     def windows(self, x: torch.Tensor, keys_first: bool = False) -> torch.Tensor:
-        """(1, C, 1, L) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside [0, L)).
-        keys_first: (1, W, nT, C) instead, the layout of K in the score einsum. The blocks are transposed before
-        the overlapping pieces are cut, so the transpose moves (nT+P-1)*T columns, not nT*W."""
-        t = self.tiles
-        parts = ([self.left_zeros] if t.left_pad else []) + [x] + ([self.right_zeros] if t.right_pad else [])
-        padded = torch.cat(parts, dim=3) if len(parts) > 1 else x  # (1, C, 1, (nT+P-1)*T)
-        blocks = padded.reshape(1, self.channels, t.key_blocks, t.tile)  # (1, C, nT+P-1, T)
+        """Tiled (1, C, nT, T) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside the tiles).
+        keys_first: (1, W, nT, C) instead, the layout of K in the score einsum; the tiles are transposed once,
+        before the overlapping windows are cut (windows are W/T times larger)."""
+        n = self.tiles.n_tiles
         if keys_first:
-            blocks = blocks.permute(0, 3, 2, 1)  # (1, T, nT+P-1, C): the one K transpose
-            pieces = [blocks[:, :width, p:p + t.n_tiles, :] for p, width in enumerate(t.piece_widths())]  # (1, <=T, nT, C)
-            return torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (1, W, nT, C)
-        pieces = [blocks[:, :, p:p + t.n_tiles, :width] for p, width in enumerate(t.piece_widths())]  # (1, C, nT, <=T)
-        return torch.cat(pieces, dim=3) if len(pieces) > 1 else pieces[0]  # (1, C, nT, W)
+            x = x.permute(0, 3, 2, 1)  # (1, T, nT, C): the one K transpose
+        slot_axis = 1 if keys_first else 3
+        pieces = []
+        for shift, width in self._pieces():
+            if shift == 0:
+                pieces.append(x)  # (1, C, nT, T) / (1, T, nT, C)
+                continue
+            columns = slice(x.shape[slot_axis] - width, None) if shift < 0 else slice(0, width)
+            index = [slice(None)] * 4
+            index[slot_axis] = columns
+            zeros = getattr(self, self._zeros_name(keys_first, shift))  # (.., |s| tiles, ..)
+            if abs(shift) >= n:  # every tile of this piece lies outside the sequence
+                pieces.append(zeros)
+                continue
+            index[2] = slice(0, n + shift) if shift < 0 else slice(shift, n)
+            part = x[tuple(index)]  # (1, C, nT - |s|, width) / (1, width, nT - |s|, C)
+            pieces.append(torch.cat((zeros, part) if shift < 0 else (part, zeros), dim=2))  # (.., nT, ..)
+        return torch.cat(pieces, dim=slot_axis) if len(pieces) > 1 else pieces[0]  # (1, C, nT, W) / (1, W, nT, C)
 
 
-def windowed_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, tiling: WindowTiling,
+def windowed_heads(q_tiles: torch.Tensor, k_windows: torch.Tensor, v_windows: torch.Tensor, mask: torch.Tensor,
                    head_dim: int, observe=None) -> torch.Tensor:
-    """Attention of every head over its window. q, k (rotated), v: (1, C, 1, L); mask (1, W, nT, T).
-    Returns the concatenated head outputs (1, C, 1, L)."""
-    q_tiles = tiling.queries(q)  # (1, C, nT, T)
-    k_windows = tiling.windows(k, keys_first=True)  # (1, W, nT, C)
-    v_windows = tiling.windows(v)  # (1, C, nT, W)
+    """Attention of every head over its window: q_tiles (1, C, nT, T) rotated, k_windows (1, W, nT, C) rotated,
+    v_windows (1, C, nT, W), mask (1, W, nT, T). Returns the concatenated head outputs (1, C, nT, T)."""
     qs, ks = q_tiles.split(head_dim, dim=1), k_windows.split(head_dim, dim=3)  # H x (1, D, nT, T) / (1, W, nT, D)
     vs = v_windows.split(head_dim, dim=1)  # H x (1, D, nT, W)
     heads = []
@@ -86,5 +119,5 @@ def windowed_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
         weights = (scores + mask).softmax(dim=1)  # (1, W, nT, T)
         heads.append(torch.einsum("bkhq,bchk->bchq", weights, v_h))  # (1, D, nT, T)
         if observe is not None:
-            observe("activation", "heads", tiling.untile(heads[-1]))
-    return tiling.untile(torch.cat(heads, dim=1))  # (1, C, 1, L)
+            observe("activation", "heads", heads[-1])
+    return torch.cat(heads, dim=1)  # (1, C, nT, T)

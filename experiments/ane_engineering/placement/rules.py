@@ -378,14 +378,18 @@ TILE_MASK_INPUT = "window_mask"
 
 
 def tile_axes(ctx: CheckContext) -> set[int]:
-    """Sizes dim 2 may take as a tile axis: from a (1, W, nT, T) tile mask input, nT (query tiles) and
-    nT + ceil(W / T) - 1 (the key blocks the windows are sliced from). Empty without such an input."""
+    """Sizes dim 2 may take as a tile axis: from a (1, W, nT, T) tile mask input, nT (query tiles) and nT - s for
+    s = 1..ceil(r / T), r = (W - T) / 2 (the tiles a window piece shifted by s tiles is cut from,
+    bc1s/windowed_attention.py). Empty without such an input."""
     var = ctx.inputs.get(TILE_MASK_INPUT)
     shape = tuple(var.shape) if var is not None and var.shape is not None else ()
     if len(shape) != 4 or any(is_symbolic_dim(d) for d in shape):
         return set()
     width, tiles, tile = int(shape[1]), int(shape[2]), int(shape[3])
-    return {tiles, tiles + math.ceil(width / tile) - 1} if tile > 0 else set()
+    if tile <= 0:
+        return set()
+    reach = math.ceil((width - tile) // 2 / tile)
+    return {tiles} | {tiles - s for s in range(1, reach + 1) if tiles - s > 0}
 
 
 def check_bc1s_form(ctx: CheckContext, rule_id: str) -> list[Finding]:
