@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .kinds import ExportSpec
+from .slice_merge import with_slice_merge
 
 DEPLOYMENT_TARGET = "macOS15"
 
@@ -121,10 +122,14 @@ def trace(spec: ExportSpec, short: bool = True):
 
 
 def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
-    """The lean pipeline for BC1S kinds; coremltools' default for the baseline (its graph needs the rest)."""
-    if spec.kind == "baseline" or not lean:
+    """The lean pipeline for BC1S kinds; coremltools' default for the baseline (its graph needs the rest). Both BC1S
+    pipelines also merge chained slices (slice_merge.py)."""
+    if spec.kind == "baseline":
         return ct.PassPipeline.DEFAULT
-    return ct.PassPipeline(pass_names=list(LEAN_BC1S_PASSES), pipeline_name="ane-engineering-lean-bc1s")
+    if not lean:
+        default = ct.PassPipeline.DEFAULT
+        return ct.PassPipeline(pass_names=with_slice_merge(list(default.passes)), pipeline_name="default-with-slice-merge")
+    return ct.PassPipeline(pass_names=with_slice_merge(list(LEAN_BC1S_PASSES)), pipeline_name="ane-engineering-lean-bc1s")
 
 
 def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", short_trace: bool = True):
