@@ -64,10 +64,12 @@ def _encoder_outputs(raw: dict, length: int, n: int, tile: int, graph_radius: in
     if graph_radius is not None:
         from experiments.ane_engineering.bc1s.windowed_attention import WindowTiling
 
-        tiling = WindowTiling(WindowTiles(length, graph_radius, tile), config.encoder.hidden_size)
+        tiling = WindowTiling(WindowTiles(length, graph_radius, tile), config.encoder.hidden_size,
+                              config.encoder.head_dim)
         for layer in encoder.layers:
             if layer.attn.tiling is not None:
                 layer.attn.tiling = tiling
+        encoder.tiling = tiling
         encoder.local_mask_shape = tiling.tiles.mask_shape()
         radius = graph_radius
     tiles = WindowTiles(length, radius, tile)

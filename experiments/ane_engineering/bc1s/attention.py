@@ -104,9 +104,10 @@ class SingleHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None,
                 selector: torch.Tensor | None = None) -> torch.Tensor:
-        """x (1, C, 1, L); mask: the key bias (1, L, 1, 1) of a full-attention layer, else the layer's additive mask
-        ((1, L, 1, L) dense or (1, W, nT, T) windowed). selector (1, L, 1, M): queries only at the selected
-        positions (markers.py), output (1, C, 1, M); full-attention layers only."""
+        """x (1, C, 1, L), or tiles (1, C, nT, T) in a sliding layer of the windowed layout; mask: the key bias
+        (1, L, 1, 1) of a full-attention layer, else the layer's additive mask ((1, L, 1, L) dense or (1, W, nT, T)
+        windowed). selector (1, L, 1, M): queries only at the selected positions (markers.py), output (1, C, 1, M);
+        full-attention layers only."""
         if selector is not None and (self.tiling is not None or self.key_bias_channel is None):
             raise ValueError("selected queries are implemented for full-attention layers")
         if self.tiling is not None:
@@ -131,16 +132,16 @@ class SingleHeadAttention(nn.Module):
         return self.out(concatenated)  # (1, C, 1, Lq)
 
     def _windowed(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None) -> torch.Tensor:
-        """A sliding-window layer of the windowed layout, in tiles from its input on (windowed_attention.py).
-        x (1, C, 1, L), mask (1, W, nT, T) -> (1, C, 1, L)."""
+        """A sliding-window layer of the windowed layout works in tiles (windowed_attention.py): x (1, C, nT, T),
+        mask (1, W, nT, T) -> (1, C, nT, T)."""
         tiling = self.tiling
-        tiles = tiling.queries(x)  # (1, C, nT, T): zero padding columns
-        q, k, v = self.q(tiles), self.k(tiles), self.v(tiles)  # (1, C, nT, T) each; Q pre-scaled
+        q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, nT, T) each; Q pre-scaled
         if lora:  # the adapters' einsums work on (1, C, 1, L): their deltas are tiled like the input
-            x = x if self.lora_input_scale is None else x * self.lora_input_scale  # (1, C, 1, L)
-            q = q + tiling.queries(low_rank_delta(x, *lora["q"])) if "q" in lora else q  # (1, C, nT, T)
-            k = k + tiling.queries(low_rank_delta(x, *lora["k"])) if "k" in lora else k  # (1, C, nT, T)
-            v = v + tiling.queries(low_rank_delta(x, *lora["v"])) if "v" in lora else v  # (1, C, nT, T)
+            flat = tiling.untile(x)  # (1, C, 1, L)
+            flat = flat if self.lora_input_scale is None else flat * self.lora_input_scale  # (1, C, 1, L)
+            q = q + tiling.queries(low_rank_delta(flat, *lora["q"])) if "q" in lora else q  # (1, C, nT, T)
+            k = k + tiling.queries(low_rank_delta(flat, *lora["k"])) if "k" in lora else k  # (1, C, nT, T)
+            v = v + tiling.queries(low_rank_delta(flat, *lora["v"])) if "v" in lora else v  # (1, C, nT, T)
         observe = None
         if self.observer is not None:
             for name, tensor in (("q", q), ("k", k), ("v", v)):
@@ -149,11 +150,9 @@ class SingleHeadAttention(nn.Module):
             def observe(kind, name, tensor):
                 self._observe(kind, name, tiling.untile(tensor))
         q, k = self.rope(q), self.rope(k)  # (1, C, nT, T) each, rotated with tiled tables
-        heads = windowed_heads(q, tiling.windows(k, keys_first=True), tiling.windows(v), mask, self.head_dim,
-                               observe)  # (1, C, nT, T)
-        concatenated = tiling.untile(heads)  # (1, C, 1, L)
-        self._observe("activation", "concat", concatenated)
-        return self.out(concatenated)  # (1, C, 1, L)
+        heads = windowed_heads(q, k, v, mask, tiling, self.head_dim, observe)  # (1, C, nT, T)
+        self._observe("activation", "concat", tiling.untile(heads))
+        return self.out(heads)  # (1, C, nT, T)
 
     def _dense_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                      selected: bool = False) -> torch.Tensor:

@@ -63,7 +63,7 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
     if is_bert(config) or "sliding_attention" not in enc.layer_types:
         raise LayoutError("the windowed attention layout tiles sliding-window layers; this checkpoint has none "
                           "(export it with the dense layout)")
-    return WindowTiling(attention.tiles(length, enc.window_radius), enc.hidden_size)
+    return WindowTiling(attention.tiles(length, enc.window_radius), enc.hidden_size, enc.head_dim)
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
@@ -135,6 +135,7 @@ class BC1SEncoder(nn.Module):
         self.has_local = "sliding_attention" in enc.layer_types
         self.attention = attention
         tiling = window_tiling(config, length, attention)
+        self.tiling = tiling  # windowed layout: the residual stream is tiled through each run of sliding layers
         self.local_mask_name = "window_mask" if tiling is not None else "local_mask"
         self.local_mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
@@ -170,9 +171,16 @@ class BC1SEncoder(nn.Module):
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
         if keys is None:
             keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
+        tiled = False  # windowed layout: sliding layers take and return tiles (1, C, nT, T)
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
-            mask = inputs[self.local_mask_name] if layer_type == "sliding_attention" else keys
-            x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L)
+            sliding = layer_type == "sliding_attention"
+            if self.tiling is not None and sliding != tiled:  # one reshape per run of sliding layers, each way
+                x = self.tiling.queries(x) if sliding else self.tiling.untile(x)  # (1, C, nT, T) / (1, C, 1, L)
+                tiled = sliding
+            mask = inputs[self.local_mask_name] if sliding else keys
+            x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L) or (1, C, nT, T)
+        if tiled:
+            x = self.tiling.untile(x)  # (1, C, 1, L)
         return self.final_norm(x)  # (1, C, 1, L)
 
     def forward(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
@@ -278,6 +286,7 @@ class BC1SLayerBlock(nn.Module):
         sliding = config.encoder.layer_types[index] == "sliding_attention"
         tiling = window_tiling(config, length, attention) if sliding else None
         self.layer = encoder_layer(config, tensors, index, length, tiling=tiling)
+        self.tiling = tiling  # a sliding layer of the windowed layout works in tiles
         self.mask_name = ("window_mask" if tiling is not None else "local_mask") if sliding else "global_mask"
         self.mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.hidden, self.length, self.config = config.encoder.hidden_size, length, config
@@ -290,4 +299,6 @@ class BC1SLayerBlock(nn.Module):
         expect_shape(self.mask_name, mask, self.mask_shape)
         if self.mask_name == "global_mask" and not is_bert(self.config):
             mask = key_bias(mask)  # (1, L, 1, 1): folded into the scores
+        if self.tiling is not None:
+            return self.tiling.untile(self.layer(self.tiling.queries(hidden_states), mask))  # (1, C, 1, L)
         return self.layer(hidden_states, mask)  # (1, C, 1, L)

@@ -38,15 +38,17 @@ from ..model.window_tiles import WindowTiles
 
 
 class WindowTiling(nn.Module):
-    """Static tiling of one bucket: (1, C, 1, L) <-> (1, C, nT, T), and the windows of tiled K and V. One instance
-    is shared by every sliding layer, so each zero block is one constant of the package."""
+    """Static tiling of one bucket: (1, C, 1, L) <-> (1, C, nT, T), and the windows of one head's tiled K and V
+    of D = head_dim channels. One instance is shared by every sliding layer, so each zero block is one constant of
+    the package."""
 
-    def __init__(self, tiles: WindowTiles, channels: int):
+    def __init__(self, tiles: WindowTiles, hidden: int, head_dim: int):
         super().__init__()
-        self.tiles, self.channels = tiles, channels
+        self.tiles, self.hidden, self.head_dim = tiles, hidden, head_dim
         self.query_pad = tiles.padded_length - tiles.length
         if self.query_pad:
-            self.register_buffer("query_zeros", torch.zeros(1, channels, 1, self.query_pad))  # (1, C, 1, pad)
+            self.register_buffer("query_zeros", torch.zeros(1, hidden, 1, self.query_pad))  # (1, C, 1, pad)
+        channels = head_dim
         for keys_first in (False, True):
             for shift, width in self._pieces():
                 tiles_off = min(abs(shift), tiles.n_tiles)
@@ -82,12 +84,9 @@ class WindowTiling(nn.Module):
         return y[..., :t.length] if self.query_pad else y  # (1, C, 1, L)
 
     def windows(self, x: torch.Tensor, keys_first: bool = False) -> torch.Tensor:
-        """Tiled (1, C, nT, T) -> (1, C, nT, W): [.., t, w] is column t*T - r + w (zero outside the tiles).
-        keys_first: (1, W, nT, C) instead, the layout of K in the score einsum; the tiles are transposed once,
-        before the overlapping windows are cut (windows are W/T times larger)."""
+        """One head's tiles (1, D, nT, T) -> (1, D, nT, W): [.., t, w] is column t*T - r + w (zero outside the
+        tiles). keys_first: transposed tiles (1, T, nT, D) -> (1, W, nT, D), the layout of K in the score einsum."""
         n = self.tiles.n_tiles
-        if keys_first:
-            x = x.permute(0, 3, 2, 1)  # (1, T, nT, C): the one K transpose
         slot_axis = 1 if keys_first else 3
         pieces = []
         for shift, width in self._pieces():
@@ -107,14 +106,16 @@ class WindowTiling(nn.Module):
         return torch.cat(pieces, dim=slot_axis) if len(pieces) > 1 else pieces[0]  # (1, C, nT, W) / (1, W, nT, C)
 
 
-def windowed_heads(q_tiles: torch.Tensor, k_windows: torch.Tensor, v_windows: torch.Tensor, mask: torch.Tensor,
+def windowed_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, tiling: WindowTiling,
                    head_dim: int, observe=None) -> torch.Tensor:
-    """Attention of every head over its window: q_tiles (1, C, nT, T) rotated, k_windows (1, W, nT, C) rotated,
-    v_windows (1, C, nT, W), mask (1, W, nT, T). Returns the concatenated head outputs (1, C, nT, T)."""
-    qs, ks = q_tiles.split(head_dim, dim=1), k_windows.split(head_dim, dim=3)  # H x (1, D, nT, T) / (1, W, nT, D)
-    vs = v_windows.split(head_dim, dim=1)  # H x (1, D, nT, W)
+    """Attention of every head over its window: q, k (rotated) and v as tiles (1, C, nT, T), mask (1, W, nT, T).
+    Returns the concatenated head outputs (1, C, nT, T)."""
+    qs = q.split(head_dim, dim=1)  # H x (1, D, nT, T)
+    ks = k.permute(0, 3, 2, 1).split(head_dim, dim=3)  # H x (1, T, nT, D): the one K transpose
+    vs = v.split(head_dim, dim=1)  # H x (1, D, nT, T)
     heads = []
     for q_h, k_h, v_h in zip(qs, ks, vs):
+        k_h, v_h = tiling.windows(k_h, keys_first=True), tiling.windows(v_h)  # (1, W, nT, D) / (1, D, nT, W)
         scores = torch.einsum("bchq,bkhc->bkhq", q_h, k_h)  # (1, W, nT, T)
         weights = (scores + mask).softmax(dim=1)  # (1, W, nT, T)
         heads.append(torch.einsum("bkhq,bchk->bchq", weights, v_h))  # (1, D, nT, T)
