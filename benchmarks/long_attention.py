@@ -6,7 +6,8 @@ with the static cost model (evidence/cost_model.py) and predicts its body and wh
 with the calibrated model (evidence/calibration.py: roofline floor + per-op and per-byte terms fitted to the
 reference run's dense measurements only; nothing is tuned on the windowed graph). Then, at L1024, times the two
 bodies on the `mil` executor alternating call by call in one process (ABBA order) and records the windowed / dense
-ratio per pair and its median: the numpy executor's time, not the Neural Engine's.
+ratio per pair and its median: the numpy executor's time, not the Neural Engine's. With --scan-tiles, also exports
+the windowed L1024 body at each tile size and records its prediction (the argument for the default tile).
 
     python benchmarks/long_attention.py --output benchmarks/evidence/long_attention_mmbert_base_shape.json
 
@@ -45,6 +46,7 @@ from experiments.ane_engineering.evidence.provenance import (
     tool_versions,
 )
 from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
 
 FORMAT = "ane-engineering/evidence/long-attention/1"
 LAYOUTS = ("dense", "windowed")
@@ -53,11 +55,12 @@ MIL_LENGTH = 1024
 AIM_RATIO_TO_MLX = 0.6  # the issue's aim for the windowed L1024 request: 0.6x MLX's p50 (not a measurement)
 
 
-def export(source: str, layout: str, length: int, scratch: Path) -> Path:
-    output = scratch / f"{layout}-{length}"
+def export(source: str, layout: str, length: int, scratch: Path, tile: int | None = None) -> Path:
+    output = scratch / (f"{layout}-{length}" if tile is None else f"{layout}-{length}-tile{tile}")
     result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", "body",
                              "--length", str(length), "--attention", layout, "--source", source,
-                             "--output", str(output), "--quiet"], check=False, capture_output=True, text=True)
+                             "--output", str(output), "--quiet"] + ([] if tile is None else ["--tile", str(tile)]),
+                            check=False, capture_output=True, text=True)
     if not (output / "manifest.json").exists():
         raise RuntimeError(f"probe failed for {layout} L{length} (exit {result.returncode}): {result.stderr[-2000:]}")
     return output
@@ -183,6 +186,27 @@ def comparison(windowed_l1024: dict, dense_l1024: dict) -> dict:
     }
 
 
+def tile_scan(source: str, tiles: list[int], scratch: Path, windowed_at_length: dict, evidence_dir: Path,
+              chips: dict, parameters: dict, chip: str) -> dict:
+    """The windowed body at MIL_LENGTH for each tile size, costed and predicted like the buckets: the argument for
+    DEFAULT_TILE (ANE_MATH.md section 15). The default tile's row is the windowed bucket itself."""
+    rows = {}
+    for tile in tiles:
+        if tile == DEFAULT_TILE:
+            entry = windowed_at_length
+        else:
+            print(f"exporting {source} windowed body at L{MIL_LENGTH} with tile {tile} ...", file=sys.stderr, flush=True)
+            directory = export(source, "windowed", MIL_LENGTH, scratch, tile)
+            entry = bucket_entry(cost_model.cost_report(directory, chips=chips), directory, evidence_dir, chips,
+                                 parameters, chip)
+        rows[str(tile)] = {key: entry[key] for key in ("predicted_body_ms", "predicted_request_ms", "gflop",
+                                                        "unfused_mb", "non_constant_ops")}
+        rows[str(tile)]["package_sha256"] = entry["package"]["content_sha256"]
+    lowest = min(rows, key=lambda tile: rows[tile]["predicted_body_ms"])
+    return {"length": MIL_LENGTH, "chip": chip, "label": calibration.LABEL, "default_tile": DEFAULT_TILE,
+            "tiles": rows, "lowest_predicted_body_tile": int(lowest)}
+
+
 def parse_packages(pairs: list[str]) -> dict[str, list[Path]]:
     packages: dict[str, list[Path]] = {layout: [] for layout in LAYOUTS}
     for pair in pairs:
@@ -201,6 +225,8 @@ def main(argv=None) -> int:
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="layouts to export when no --package")
     parser.add_argument("--mil-warmup", type=int, default=1, help="untimed calls of each body before timing")
     parser.add_argument("--mil-calls", type=int, default=5, help="timed calls of each body (ABBA-interleaved)")
+    parser.add_argument("--scan-tiles", default="32,64,128,256",
+                        help="tile sizes to export and predict at L1024 when exporting (empty: no scan)")
     parser.add_argument("--calibration", type=Path, default=calibration.EVIDENCE_PATH,
                         help="calibration evidence (benchmarks/cost_calibration.py)")
     parser.add_argument("--output", required=True, type=Path)
@@ -250,6 +276,12 @@ def main(argv=None) -> int:
             print(f"timing dense vs windowed at L{MIL_LENGTH} on mil ...", file=sys.stderr, flush=True)
             mil = measure_mil_ratio(at["dense"], at["windowed"], args.source, args.mil_warmup, args.mil_calls)
 
+        scan = None
+        if not args.package and args.scan_tiles and str(MIL_LENGTH) in layouts.get("windowed", {}).get("buckets", {}):
+            scan = tile_scan(args.source, [int(t) for t in args.scan_tiles.split(",")], Path(scratch),
+                             layouts["windowed"]["buckets"][str(MIL_LENGTH)], evidence_dir, chips, fit["parameters"],
+                             chip)
+
     calibration_bytes = Path(args.calibration).read_bytes()
     evidence = {
         "format": FORMAT,
@@ -265,6 +297,7 @@ def main(argv=None) -> int:
                                   layouts["dense"]["buckets"][str(MIL_LENGTH)])
                        if all(str(MIL_LENGTH) in layouts.get(lay, {}).get("buckets", {}) for lay in LAYOUTS)
                        else None),
+        "tile_scan": scan,
         "measured_mil_ratio": mil["ratio_p50"] if mil else None,
         "mil_timing": mil,
         "reference_run": {"citation": reference_run.citation(), "mlx": reference_run.load()["timings"]["mlx"]},

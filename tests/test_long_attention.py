@@ -16,6 +16,7 @@ import pytest
 
 from experiments.ane_engineering import reference_run
 from experiments.ane_engineering.evidence import calibration
+from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
 
 REPO = Path(__file__).resolve().parent.parent
 EVIDENCE = REPO / "benchmarks" / "evidence" / "long_attention_mmbert_base_shape.json"
@@ -62,6 +63,19 @@ def test_comparison_with_mlx(evidence):
     assert comparison["below_mlx"] == (windowed < mlx)
     assert comparison["below_mlx_ms"] == pytest.approx(mlx - windowed)
     assert sum(comparison["terms"].values()) == pytest.approx(windowed)
+
+
+def test_the_default_tile_is_the_scan_s_lowest_prediction(evidence):
+    """DEFAULT_TILE is argued from the evidence: the windowed L1024 body predicted at each scanned tile size, the
+    default's row being the windowed bucket itself."""
+    scan = evidence["tile_scan"]
+    rows = scan["tiles"]
+    assert len(rows) >= 3 and scan["default_tile"] == DEFAULT_TILE
+    lowest = min(rows, key=lambda tile: rows[tile]["predicted_body_ms"])
+    assert scan["lowest_predicted_body_tile"] == int(lowest) == DEFAULT_TILE
+    windowed = evidence["layouts"]["windowed"]["buckets"][str(scan["length"])]
+    assert rows[str(DEFAULT_TILE)]["package_sha256"] == windowed["package"]["content_sha256"]
+    assert rows[str(DEFAULT_TILE)]["predicted_body_ms"] == windowed["predicted_body_ms"]
 
 
 def test_measured_mil_ratio_is_the_median_of_the_pairs(evidence):

@@ -131,6 +131,25 @@ def test_a_query_with_no_valid_key_is_refused(agent, data):
 
 @SETTINGS
 @given(data=st.data())
+def test_a_global_mask_with_differing_query_columns_is_refused(agent, data):
+    """The full-attention layers read the key bias from column 0 of global_mask (ANE_MATH.md section 4): a mask
+    that hides a valid key from one other query only would be misread, so it is refused."""
+    ids, types, markers = _good_request(agent)
+    inputs = agent.device_inputs(ids, types, markers, LENGTH)
+    check_device_inputs(inputs, agent.expected_shapes(LENGTH), len(ids), len(markers))  # the host's own: accepted
+    query = data.draw(st.integers(1, LENGTH - 1))
+    key = data.draw(st.sampled_from([k for k in range(len(ids))]))
+    inputs["global_mask"][0, key, 0, query] = MASK_BIAS
+    if (inputs["global_mask"][0, :, 0, query] == 0.0).any():
+        with pytest.raises(RequestError, match="query columns differ"):
+            check_device_inputs(inputs, agent.expected_shapes(LENGTH), len(ids), len(markers))
+    else:  # the one valid key hidden: the column has no valid key, refused for that first
+        with pytest.raises(RequestError, match="no valid key"):
+            check_device_inputs(inputs, agent.expected_shapes(LENGTH), len(ids), len(markers))
+
+
+@SETTINGS
+@given(data=st.data())
 def test_wrong_shapes_and_broken_selectors_are_refused(agent, data):
     ids, types, markers = _good_request(agent)
     inputs = agent.device_inputs(ids, types, markers, LENGTH)

@@ -69,8 +69,8 @@ def qk_row_order(num_heads: int, head_dim: int) -> torch.Tensor:
 
 class SingleHeadAttention(nn.Module):
     def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, rope: RopeTables, length: int,
-                 tiling: WindowTiling | None = None, key_bias_channel: "KeyBiasChannel | None" = None,
-                 input_scale: torch.Tensor | None = None):
+                 tiling: WindowTiling | None = None, key_bias_channel: KeyBiasChannel | None = None,
+                 input_scale: torch.Tensor | None = None, lora: bool = False):
         super().__init__()
         self.num_heads, self.head_dim, self.length = num_heads, hidden // num_heads, length
         d = self.head_dim
@@ -86,8 +86,9 @@ class SingleHeadAttention(nn.Module):
         self.q = rows(0, factor=scale).scaled_inputs(input_scale)
         self.k = rows(1).scaled_inputs(input_scale)
         self.v = rows(2).scaled_inputs(input_scale)
-        # LoRA adapters read the norm's weighted output, as in the checkpoint: the weight is applied for them alone.
-        self.lora_input_scale = None if input_scale is None else nn.Parameter(
+        # LoRA adapters read the norm's weighted output, as in the checkpoint: the weight is applied for them alone
+        # (kept only in an export with adapter inputs: a tensor no op reads has no constant to reweight).
+        self.lora_input_scale = None if input_scale is None or not lora else nn.Parameter(
             input_scale.detach().clone().view(1, -1, 1, 1), requires_grad=False)  # (1, C, 1, 1)
         self.out = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package

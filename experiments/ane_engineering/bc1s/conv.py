@@ -29,7 +29,7 @@ class Conv1x1(nn.Module):
             weight, bias = weight[rows], None if bias is None else bias[rows]
         return cls(weight, bias)
 
-    def scaled_inputs(self, scale: torch.Tensor | None) -> "Conv1x1":
+    def scaled_inputs(self, scale: torch.Tensor | None) -> Conv1x1:
         """The same conv reading a tensor whose input channels are not yet multiplied by `scale` (C_in,): the
         weight columns take the scale instead (a folded norm weight, norm.py). None: this conv unchanged."""
         if scale is None:

@@ -67,7 +67,9 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None) -> nn.Module:
+                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None,
+                  lora: bool = False) -> nn.Module:
+    """lora: the layer takes adapter inputs (its attention keeps the folded norm weight for them)."""
     if is_bert(config):
         return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
@@ -79,7 +81,7 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
     folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
                                     tiling if sliding else None, None if sliding else ropes.key_bias_channel,
-                                    foldable(tensors, f"{prefix}.attn_norm") if folded else None)
+                                    foldable(tensors, f"{prefix}.attn_norm") if folded else None, lora)
     ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation,
                     foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
@@ -93,14 +95,16 @@ def folds_norms(tensors: dict, prefix: str) -> bool:
         not has_attn_norm or foldable(tensors, f"{prefix}.attn_norm") is not None)
 
 
-def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache) -> BC1SLayer:
+def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache,
+               lora: bool = False) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
     folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
                                     key_bias_channel=ropes.key_bias_channel,
-                                    input_scale=foldable(tensors, f"{prefix}.attn_norm") if folded else None)
+                                    input_scale=foldable(tensors, f"{prefix}.attn_norm") if folded else None,
+                                    lora=lora)
     ffn = ReluConv(tensors, f"{prefix}.mlp", foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
 
@@ -139,7 +143,7 @@ class BC1SEncoder(nn.Module):
         self.local_mask_name = "window_mask" if tiling is not None else "local_mask"
         self.local_mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
-        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling)
+        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling, lora is not None)
                                     for n in range(enc.num_hidden_layers))
         self.final_norm = ChannelLayerNorm.from_tensors(tensors, "final_norm", enc.norm_eps)
         self.lora = lora
@@ -215,7 +219,7 @@ class BC1SBody(nn.Module):
         self.key_bias_channel = ropes.key_bias_channel  # its row of ones per position also counts the active slots
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
         self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers, attention)
-        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
+        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes, lora is not None)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
         scorer_scale = foldable(tensors, f"{HEAD_PREFIX}scorer.norm")  # bias-free: scorer_proj carries it

@@ -27,7 +27,7 @@ class ChannelLayerNorm(nn.Module):
         self.eps = eps
 
     @classmethod
-    def from_tensors(cls, tensors: dict, name: str, eps: float, folded: bool = False) -> "ChannelLayerNorm":
+    def from_tensors(cls, tensors: dict, name: str, eps: float, folded: bool = False) -> ChannelLayerNorm:
         if folded:
             if f"{name}.bias" in tensors:
                 raise ValueError(f"{name} has a bias; only a bias-free norm's weight folds into the convs reading it")

@@ -348,8 +348,10 @@ def section_long_attention(ev: Evidence) -> list[str]:
     lines = ["### Long requests: dense against windowed local attention", "",
              (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not "
               f"tuned on either layout here). Evidence {link(ev)}, {_harness(ev)}; per-chip predictions are in the "
-              "evidence (`by_chip`). Both layouts are the current export: dense with one score einsum per head, "
-              "windowed with query tiles for the sliding-window layers."), "",
+              "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md sections 4-7 and 13-16): one "
+              "score einsum per head with the full-attention layers' key bias folded into it, norm weights carried by "
+              "the convs that read them, the last head layer on the marker columns; the windowed layout runs the "
+              "sliding-window layers in query tiles."), "",
              (f"| layout | bucket | predicted body {chip} (ms) | predicted request {chip} (ms) | GFLOP | compulsory MB "
               "| unfused MB | non-constant ops | package |"), "|---|---|---|---|---|---|---|---|---|"]
     for layout in ev.value("layouts"):
@@ -386,6 +388,20 @@ def section_long_attention(ev: Evidence) -> list[str]:
             at = (*cmp, "unfused_mb_by_category", category)
             lines.append(f"| {category} | {ev.fig(*at, 'dense', fmt='.1f')} | {ev.fig(*at, 'windowed', fmt='.1f')} | "
                          f"{ev.fig(*at, 'ops_dense', fmt='d')} | {ev.fig(*at, 'ops_windowed', fmt='d')} |")
+        lines.append("")
+    if ev.data.get("tile_scan") is not None:
+        scan = ("tile_scan",)
+        lines += [(f"Tile size of the windowed layout (windowed body at L{ev.fig(*scan, 'length', fmt='d')}, "
+                   f"{ev.fig(*scan, 'label')}): the lowest predicted body is at T = "
+                   f"**{ev.fig(*scan, 'lowest_predicted_body_tile', fmt='d')}**; the default tile is "
+                   f"{ev.fig(*scan, 'default_tile', fmt='d')} (ANE_MATH.md section 15)."), "",
+                  f"| tile | predicted body {chip} (ms) | predicted request {chip} (ms) | unfused MB | non-constant ops |",
+                  "|---|---|---|---|---|"]
+        for tile in ev.value(*scan, "tiles"):
+            at = (*scan, "tiles", tile)
+            lines.append(f"| {tile} | {ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
+                         f"{ev.fig(*at, 'predicted_request_ms', fmt='.2f')} | {ev.fig(*at, 'unfused_mb', fmt='.1f')} | "
+                         f"{ev.fig(*at, 'non_constant_ops', fmt='d')} |")
         lines.append("")
     if ev.value("mil_timing") is not None:
         mil = ("mil_timing",)

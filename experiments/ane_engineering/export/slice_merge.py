@@ -83,7 +83,10 @@ def merge_slices(program) -> int:
 def register() -> str:
     """Register the pass with coremltools (once) and return its pipeline name."""
     from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
-    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY, register_pass
+    from coremltools.converters.mil.mil.passes.pass_registry import (
+        PASS_REGISTRY,
+        register_pass,
+    )
 
     if PASS_NAME not in PASS_REGISTRY:
         namespace, name = PASS_NAME.split("::")
