@@ -52,13 +52,12 @@ def reseal(package_dir: Path) -> None:
 
 
 def scale_largest_weight(package_dir: Path, value: float | None = None, factor: float | None = None) -> None:
-    """Overwrite the largest FP16 weight blob, a conv weight, in place with +-value (each weight keeps its sign:
-    a constant row would multiply a zero-mean normalised input to about 0), or scale it by factor."""
+    """Overwrite (or scale) the largest FP16 weight blob, a conv weight, in place."""
     path = weight_file(package_dir / "model.mlpackage")
     _, _, size, offset = max(blob_layout(path), key=lambda blob: blob[2])
     data = bytearray(path.read_bytes())
     values = np.frombuffer(bytes(data[offset:offset + size]), dtype=np.float16).copy()
-    values[:] = np.where(values < 0, -value, value) if value is not None else values * factor
+    values[:] = value if value is not None else values * factor
     data[offset:offset + size] = values.tobytes()
     path.write_bytes(bytes(data))
 

@@ -69,8 +69,7 @@ def qk_row_order(num_heads: int, head_dim: int) -> torch.Tensor:
 
 class SingleHeadAttention(nn.Module):
     def __init__(self, tensors: dict, prefix: str, num_heads: int, hidden: int, rope: RopeTables, length: int,
-                 tiling: WindowTiling | None = None, key_bias_channel: KeyBiasChannel | None = None,
-                 input_scale: torch.Tensor | None = None, lora: bool = False):
+                 tiling: WindowTiling | None = None, key_bias_channel: KeyBiasChannel | None = None):
         super().__init__()
         self.num_heads, self.head_dim, self.length = num_heads, hidden // num_heads, length
         d = self.head_dim
@@ -82,14 +81,9 @@ class SingleHeadAttention(nn.Module):
             b = None if bias is None else bias[block * hidden:(block + 1) * hidden]
             return Conv1x1(w * factor, None if b is None else b * factor)
 
-        # input_scale: the folded weight of the norm before this attention (norm.py); the Q/K/V convs carry it.
-        self.q = rows(0, factor=scale).scaled_inputs(input_scale)
-        self.k = rows(1).scaled_inputs(input_scale)
-        self.v = rows(2).scaled_inputs(input_scale)
-        # LoRA adapters read the norm's weighted output, as in the checkpoint: the weight is applied for them alone
-        # (kept only in an export with adapter inputs: a tensor no op reads has no constant to reweight).
-        self.lora_input_scale = None if input_scale is None or not lora else nn.Parameter(
-            input_scale.detach().clone().view(1, -1, 1, 1), requires_grad=False)  # (1, C, 1, 1)
+        self.q = rows(0, factor=scale)
+        self.k = rows(1)
+        self.v = rows(2)
         self.out = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.rope = rope  # shared by every layer with the same RoPE base: one set of tables in the package
         self.tiling = tiling  # windowed layout (sliding layers): shared by every such layer; None = dense
@@ -116,8 +110,6 @@ class SingleHeadAttention(nn.Module):
         queries = x if selector is None else select_columns(selector, x)  # (1, C, 1, Lq)
         q, k, v = self.q(queries), self.k(x), self.v(x)  # (1, C, 1, Lq) / (1, C, 1, L); Q pre-scaled
         if lora:  # adapters as inputs (lora.py): B' already in these rows' order and scale
-            if self.lora_input_scale is not None:
-                x, queries = x * self.lora_input_scale, queries * self.lora_input_scale  # (1, C, 1, L) / (1, C, 1, Lq)
             q = q + low_rank_delta(queries, *lora["q"]) if "q" in lora else q  # (1, C, 1, Lq)
             k = k + low_rank_delta(x, *lora["k"]) if "k" in lora else k  # (1, C, 1, L)
             v = v + low_rank_delta(x, *lora["v"]) if "v" in lora else v  # (1, C, 1, L)
@@ -139,7 +131,6 @@ class SingleHeadAttention(nn.Module):
         q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, nT, T) each; Q pre-scaled
         if lora:  # the adapters' einsums work on (1, C, 1, L): their deltas are tiled like the input
             flat = tiling.untile(x)  # (1, C, 1, L)
-            flat = flat if self.lora_input_scale is None else flat * self.lora_input_scale  # (1, C, 1, L)
             q = q + tiling.queries(low_rank_delta(flat, *lora["q"])) if "q" in lora else q  # (1, C, nT, T)
             k = k + tiling.queries(low_rank_delta(flat, *lora["k"])) if "k" in lora else k  # (1, C, nT, T)
             v = v + tiling.queries(low_rank_delta(flat, *lora["v"])) if "v" in lora else v  # (1, C, nT, T)

@@ -29,13 +29,5 @@ class Conv1x1(nn.Module):
             weight, bias = weight[rows], None if bias is None else bias[rows]
         return cls(weight, bias)
 
-    def scaled_inputs(self, scale: torch.Tensor | None) -> Conv1x1:
-        """The same conv reading a tensor whose input channels are not yet multiplied by `scale` (C_in,): the
-        weight columns take the scale instead (a folded norm weight, norm.py). None: this conv unchanged."""
-        if scale is None:
-            return self
-        weight = self.weight[:, :, 0, 0] * scale.detach()[None, :]  # (out, in): a new tensor
-        return Conv1x1(weight, self.bias)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.conv2d(x, self.weight, self.bias)  # (B, out, 1, S)

@@ -14,14 +14,10 @@ from .conv import Conv1x1
 
 
 class GeGLUConv(nn.Module):
-    """input_scale: the folded weight of the norm before this block (norm.py); the input and gate convs carry it."""
-
-    def __init__(self, tensors: dict, prefix: str, intermediate: int, approximate: str,
-                 input_scale: torch.Tensor | None = None):
+    def __init__(self, tensors: dict, prefix: str, intermediate: int, approximate: str):
         super().__init__()
-        self.input = Conv1x1.from_rows(tensors, f"{prefix}.Wi", slice(0, intermediate)).scaled_inputs(input_scale)
-        self.gate = Conv1x1.from_rows(tensors, f"{prefix}.Wi",
-                                      slice(intermediate, 2 * intermediate)).scaled_inputs(input_scale)
+        self.input = Conv1x1.from_rows(tensors, f"{prefix}.Wi", slice(0, intermediate))
+        self.gate = Conv1x1.from_rows(tensors, f"{prefix}.Wi", slice(intermediate, 2 * intermediate))
         self.output = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
         self.approximate = approximate
 
@@ -31,9 +27,9 @@ class GeGLUConv(nn.Module):
 
 
 class ReluConv(nn.Module):
-    def __init__(self, tensors: dict, prefix: str, input_scale: torch.Tensor | None = None):
+    def __init__(self, tensors: dict, prefix: str):
         super().__init__()
-        self.input = Conv1x1.from_rows(tensors, f"{prefix}.Wi").scaled_inputs(input_scale)
+        self.input = Conv1x1.from_rows(tensors, f"{prefix}.Wi")
         self.output = Conv1x1.from_rows(tensors, f"{prefix}.Wo")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

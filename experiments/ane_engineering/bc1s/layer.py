@@ -10,17 +10,14 @@ from .norm import ChannelLayerNorm
 
 
 class BC1SLayer(nn.Module):
-    """x + attn(attn_norm(x), mask); x + ffn(mlp_norm(x)). Layer 0 of ModernBERT has no attention norm.
-    With folded norms (norm.py), the attention's Q/K/V convs and the FFN's input convs carry the norm weights."""
+    """x + attn(attn_norm(x), mask); x + ffn(mlp_norm(x)). Layer 0 of ModernBERT has no attention norm."""
 
-    def __init__(self, tensors: dict, prefix: str, eps: float, attention: nn.Module, ffn: nn.Module,
-                 folded: bool = False):
+    def __init__(self, tensors: dict, prefix: str, eps: float, attention: nn.Module, ffn: nn.Module):
         super().__init__()
         has_attn_norm = f"{prefix}.attn_norm.weight" in tensors
-        self.attn_norm = (ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attn_norm", eps, folded) if has_attn_norm
-                          else nn.Identity())
+        self.attn_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attn_norm", eps) if has_attn_norm else nn.Identity()
         self.attn = attention
-        self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.mlp_norm", eps, folded)
+        self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.mlp_norm", eps)
         self.mlp = ffn
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None,

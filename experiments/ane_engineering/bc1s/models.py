@@ -31,7 +31,7 @@ from .ffn import GeGLUConv, ReluConv
 from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
 from .markers import active_slots, select_columns
-from .norm import ChannelLayerNorm, foldable
+from .norm import ChannelLayerNorm
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
 from .windowed_attention import WindowTiling
@@ -67,9 +67,7 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None,
-                  lora: bool = False) -> nn.Module:
-    """lora: the layer takes adapter inputs (its attention keeps the folded norm weight for them)."""
+                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None) -> nn.Module:
     if is_bert(config):
         return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
@@ -78,35 +76,19 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
     sliding = enc.layer_types[index] == "sliding_attention"
     tiles = tiling.tiles if sliding and tiling is not None else None
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads, tiles)
-    folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
-                                    tiling if sliding else None, None if sliding else ropes.key_bias_channel,
-                                    foldable(tensors, f"{prefix}.attn_norm") if folded else None, lora)
-    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation,
-                    foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
-    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
+                                    tiling if sliding else None, None if sliding else ropes.key_bias_channel)
+    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
+    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
 
 
-def folds_norms(tensors: dict, prefix: str) -> bool:
-    """A layer's norms fold into its convs (norm.py) when the mlp norm and the attention norm, if any, are
-    bias-free."""
-    has_attn_norm = f"{prefix}.attn_norm.weight" in tensors
-    return foldable(tensors, f"{prefix}.mlp_norm") is not None and (
-        not has_attn_norm or foldable(tensors, f"{prefix}.attn_norm") is not None)
-
-
-def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache,
-               lora: bool = False) -> BC1SLayer:
+def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
-    folded = folds_norms(tensors, prefix)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
-                                    key_bias_channel=ropes.key_bias_channel,
-                                    input_scale=foldable(tensors, f"{prefix}.attn_norm") if folded else None,
-                                    lora=lora)
-    ffn = ReluConv(tensors, f"{prefix}.mlp", foldable(tensors, f"{prefix}.mlp_norm") if folded else None)
-    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn, folded)
+                                    key_bias_channel=ropes.key_bias_channel)
+    return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
 
 
 def bind_inputs(names: list[str], args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
@@ -143,7 +125,7 @@ class BC1SEncoder(nn.Module):
         self.local_mask_name = "window_mask" if tiling is not None else "local_mask"
         self.local_mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
-        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling, lora is not None)
+        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling)
                                     for n in range(enc.num_hidden_layers))
         self.final_norm = ChannelLayerNorm.from_tensors(tensors, "final_norm", enc.norm_eps)
         self.lora = lora
@@ -219,13 +201,11 @@ class BC1SBody(nn.Module):
         self.key_bias_channel = ropes.key_bias_channel  # its row of ones per position also counts the active slots
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
         self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers, attention)
-        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes, lora is not None)
+        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
-        scorer_scale = foldable(tensors, f"{HEAD_PREFIX}scorer.norm")  # bias-free: scorer_proj carries it
-        self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps,
-                                                         folded=scorer_scale is not None)
-        self.scorer_proj = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.proj").scaled_inputs(scorer_scale)
+        self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps)
+        self.scorer_proj = Conv1x1.from_rows(tensors, f"{HEAD_PREFIX}scorer.proj")
         self.scorer_out = Conv1x1(tensors[f"{HEAD_PREFIX}scorer.out.weight"])  # bias added per slot, below
         # The scorer's one-element output bias, repeated over the marker slots and added after the read-out (equal
         # for every selected slot): a constant of MARKER_SLOTS elements is stored as a weight blob, where a

@@ -349,8 +349,8 @@ def section_long_attention(ev: Evidence) -> list[str]:
              (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not "
               f"tuned on either layout here). Evidence {link(ev)}, {_harness(ev)}; per-chip predictions are in the "
               "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md sections 4-7 and 13-16): one "
-              "score einsum per head with the full-attention layers' key bias folded into it, norm weights carried by "
-              "the convs that read them, the last head layer on the marker columns; the windowed layout runs the "
+              "score einsum per head with the full-attention layers' key bias folded into it, each norm weight inside "
+              "its layer_norm op, the last head layer on the marker columns; the windowed layout runs the "
               "sliding-window layers in query tiles."), "",
              (f"| layout | bucket | predicted body {chip} (ms) | predicted request {chip} (ms) | GFLOP | compulsory MB "
               "| unfused MB | non-constant ops | package |"), "|---|---|---|---|---|---|---|---|---|"]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .kinds import ExportSpec
-from .slice_merge import with_slice_merge
+from .graph_passes import with_project_passes
 
 DEPLOYMENT_TARGET = "macOS15"
 
@@ -123,13 +123,15 @@ def trace(spec: ExportSpec, short: bool = True):
 
 def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
     """The lean pipeline for BC1S kinds; coremltools' default for the baseline (its graph needs the rest). Both BC1S
-    pipelines also merge chained slices (slice_merge.py)."""
+    pipelines also run the project's passes (graph_passes.py)."""
     if spec.kind == "baseline":
         return ct.PassPipeline.DEFAULT
     if not lean:
         default = ct.PassPipeline.DEFAULT
-        return ct.PassPipeline(pass_names=with_slice_merge(list(default.passes)), pipeline_name="default-with-slice-merge")
-    return ct.PassPipeline(pass_names=with_slice_merge(list(LEAN_BC1S_PASSES)), pipeline_name="ane-engineering-lean-bc1s")
+        return ct.PassPipeline(pass_names=with_project_passes(list(default.passes)),
+                               pipeline_name="default-and-ane-engineering")
+    return ct.PassPipeline(pass_names=with_project_passes(list(LEAN_BC1S_PASSES)),
+                           pipeline_name="ane-engineering-lean-bc1s")
 
 
 def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", short_trace: bool = True):

@@ -127,6 +127,10 @@ def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict:
     return {name.replace(".", "_"): tensor.detach() for name, tensor in named.items()}
 
 
+def _without_units(shape) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape if int(d) != 1)
+
+
 def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
     """{metadata offset: new tensor} for every weight blob, after checking names, shapes and inline constants."""
     blobs, inline = _constants(package)
@@ -143,6 +147,8 @@ def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
         value = values[key]
         dtype, size, _ = layout[meta]
         fp16_bytes = value.numel() * FP16_BYTES
+        if _without_units(value.shape) == _without_units(shape):  # e.g. a (1, C, 1, 1) norm weight fused as (C,)
+            value = value.reshape(tuple(shape))  # export/layer_norm_gamma.py: same values, same order
         if tuple(value.shape) != tuple(shape) or dtype != FP16_DTYPE_CODE or size != fp16_bytes:
             raise ReweightError(f"weight '{name}': package holds shape {list(shape)} dtype code {dtype} ({size} "
                                 f"bytes); the new checkpoint gives {list(value.shape)} float16 ({fp16_bytes} bytes)")

@@ -14,8 +14,6 @@ non-negative begin/end and no masks.
 
 from __future__ import annotations
 
-PASS_NAME = "ane_engineering::merge_consecutive_slices"
-
 
 def _axis_bounds(op) -> list[tuple[int, int]] | None:
     """[(start, stop)] per axis of a static, unit-stride, unsqueezed slice_by_index; None if not that."""
@@ -78,28 +76,3 @@ def merge_slices(program) -> int:
     for function in program.functions.values():
         visit(function)
     return merged
-
-
-def register() -> str:
-    """Register the pass with coremltools (once) and return its pipeline name."""
-    from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
-    from coremltools.converters.mil.mil.passes.pass_registry import (
-        PASS_REGISTRY,
-        register_pass,
-    )
-
-    if PASS_NAME not in PASS_REGISTRY:
-        namespace, name = PASS_NAME.split("::")
-
-        class MergeConsecutiveSlices(AbstractGraphPass):
-            def apply(self, prog):
-                merge_slices(prog)
-
-        register_pass(namespace=namespace, name=name)(MergeConsecutiveSlices)
-    return PASS_NAME
-
-
-def with_slice_merge(passes: list[str]) -> list[str]:
-    """`passes` with the merge right after the first constant elimination (slice arguments are constants then)."""
-    at = passes.index("common::const_elimination") + 1
-    return passes[:at] + [register()] + passes[at:]
