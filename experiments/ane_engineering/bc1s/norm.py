@@ -1,7 +1,8 @@
 """ANE principle: normalise over the channel axis (dim 1) of (B, C, 1, S) so no transpose is needed.
 
 Kept in the original order and epsilon: (x - mean) / sqrt(var + eps), then * weight, then + bias. coremltools fuses
-this pattern into one `layer_norm(axes=[1])` op.
+the normalisation into one `layer_norm(axes=[1])` op; the project's pass export/layer_norm_gamma.py then moves the
+(1, C, 1, 1) weight into that op as its gamma (coremltools leaves it as a separate mul).
 """
 
 from __future__ import annotations

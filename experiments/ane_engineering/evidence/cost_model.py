@@ -476,24 +476,14 @@ def _lxl_analysis(function, ops, records, index_of, length, totals) -> dict:
 
 def _attention_block(softmax, mask_inputs: set[str]) -> tuple[list, set[str]]:
     """The ops of one attention block around `softmax`: back through element-wise ops to the score contractions
-    (and the mask input), forward to the AV contraction."""
-    members, masks, seen = [softmax], set(), {id(softmax)}
-    stack = [var for _, var in _inputs(softmax)]
-    while stack:
-        var = stack.pop()
-        if var.op is None:
-            if var.name in mask_inputs:
-                masks.add(var.name)
-            continue
-        op = var.op
-        if is_const_like(op.op_type) or id(op) in seen:
-            continue
-        seen.add(id(op))
-        members.append(op)
-        if op.op_type in _CONTRACTIONS:  # a score contraction: the block starts here
-            masks.update(_folded_masks(op, mask_inputs))
-            continue
-        stack.extend(v for _, v in _inputs(op))
+    (and the mask input they add), forward to the AV contraction. A mask input that reaches a score contraction's
+    operands through data movement only -- a key bias sliced from a mask and concatenated onto K as an extra
+    channel (bc1s/attention.py) -- keys the block like an added mask."""
+    members, masks = _walk_back(_inputs(softmax), mask_inputs, lambda op: op.op_type not in _CONTRACTIONS)
+    for op in [op for op in members if op.op_type in _CONTRACTIONS]:  # the score contractions
+        masks |= _walk_back(_inputs(op), mask_inputs, lambda op: op.op_type in _DATA_MOVEMENT)[1]
+    members.insert(0, softmax)
+    seen = {id(op) for op in members}
     frontier = list(softmax.outputs)
     while frontier:
         var = frontier.pop()
@@ -507,21 +497,25 @@ def _attention_block(softmax, mask_inputs: set[str]) -> tuple[list, set[str]]:
     return members, masks
 
 
-def _folded_masks(contraction, mask_inputs: set[str]) -> set[str]:
-    """Mask inputs that reach a score contraction's operands through data movement only: a key bias sliced from a
-    mask and concatenated onto K as an extra channel (bc1s/attention.py) keys its block like an added mask."""
-    found, stack, seen = set(), [var for _, var in _inputs(contraction)], set()
+def _walk_back(operands, mask_inputs: set[str], crosses) -> tuple[list, set[str]]:
+    """From (name, var) operands back to the function inputs: the non-constant ops met (crossing only those that
+    `crosses(op)` accepts) and the mask inputs reached."""
+    members, masks, seen = [], set(), set()
+    stack = [var for _, var in operands]
     while stack:
         var = stack.pop()
         if var.op is None:
             if var.name in mask_inputs:
-                found.add(var.name)
+                masks.add(var.name)
             continue
-        if id(var.op) in seen or var.op.op_type not in _DATA_MOVEMENT:
+        op = var.op
+        if is_const_like(op.op_type) or id(op) in seen:
             continue
-        seen.add(id(var.op))
-        stack.extend(v for _, v in _inputs(var.op))
-    return found
+        seen.add(id(op))
+        members.append(op)
+        if crosses(op):
+            stack.extend(v for _, v in _inputs(op))
+    return members, masks
 
 
 # --------------------------------------------------------------------------------------------------------------

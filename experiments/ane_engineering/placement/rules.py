@@ -698,8 +698,9 @@ CATALOGUE: tuple[Rule, ...] = (
           note="Attention scores (1, L, 1, L) and the marker selector (1, L, 1, 32) are of this form. Windowed "
                "attention carries query tiles in dim 2 ((1, C, nT, T), scores (1, T+2r, nT, T)): the ANE's native "
                "4D layout is (N, C, H, W), and MIL's native einsum '(B, C, H, W1) x (B, W1, H, W2)' keeps H as a "
-               "batch axis. Dim 2 may therefore equal the tile count nT (or nT + ceil(W/T) - 1, the key blocks) that the "
-               "package's window_mask input (1, W, nT, T) declares, and nothing else: a (B, heads, L, D) tensor is "
+               "batch axis. Dim 2 may therefore equal the tile count nT that the package's window_mask input "
+               "(1, W, nT, T) declares, or nT - s for the s = 1..ceil(r/T) tiles a window piece is shifted by, and "
+               "nothing else: a (B, heads, L, D) tensor is "
                "still an error. R18 still warns on einsums over tiles, as no compute plan has confirmed them yet. "
                "Boundary casts of an fp32 interface are left to "
                "ANE-R14-fp32-io."),
