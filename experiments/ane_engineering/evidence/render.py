@@ -348,7 +348,8 @@ def section_long_attention(ev: Evidence) -> list[str]:
     lines = ["### Long requests: dense against windowed local attention", "",
              (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not "
               f"tuned on either layout here). Evidence {link(ev)}, {_harness(ev)}; per-chip predictions are in the "
-              "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md sections 4-7 and 13-16): one "
+              "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md, from the per-head attention "
+              "to where the L1024 bytes went): one "
               "score einsum per head with the full-attention layers' key bias folded into it, each norm weight inside "
               "its layer_norm op, the last head layer on the marker columns; the windowed layout runs the "
               "sliding-window layers in query tiles."), "",
@@ -394,12 +395,12 @@ def section_long_attention(ev: Evidence) -> list[str]:
         lines += [(f"Tile size of the windowed layout (windowed body at L{ev.fig(*scan, 'length', fmt='d')}, "
                    f"{ev.fig(*scan, 'label')}): the lowest predicted body is at T = "
                    f"**{ev.fig(*scan, 'lowest_predicted_body_tile', fmt='d')}**; the default tile is "
-                   f"{ev.fig(*scan, 'default_tile', fmt='d')} (ANE_MATH.md section 15)."), "",
+                   f"{ev.fig(*scan, 'default_tile', fmt='d')} (ANE_MATH.md, choosing the tile size)."), "",
                   f"| tile | predicted body {chip} (ms) | predicted request {chip} (ms) | unfused MB | non-constant ops |",
                   "|---|---|---|---|---|"]
         for tile in ev.value(*scan, "tiles"):
             at = (*scan, "tiles", tile)
-            lines.append(f"| {tile} | {ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
+            lines.append(f"| `{tile}` | {ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
                          f"{ev.fig(*at, 'predicted_request_ms', fmt='.2f')} | {ev.fig(*at, 'unfused_mb', fmt='.1f')} | "
                          f"{ev.fig(*at, 'non_constant_ops', fmt='d')} |")
         lines.append("")
