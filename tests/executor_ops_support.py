@@ -34,20 +34,29 @@ def loaded(prog, opset: str) -> LoadedProgram:
                          outputs=[_tensor_info(v) for v in function.outputs], weights_dir=None)
 
 
-def run(build, inputs: dict, mode: str = "fp32-accumulate", opset=None) -> list[np.ndarray]:
-    """build(*input vars) -> var or tuple of vars, built at `opset` (default iOS17); the outputs in order."""
+def build_program(build, specs: dict, opset=None):
+    """A one-function PyMIL program: build(*input vars, in `specs` order) -> var or tuple of vars."""
     from coremltools.converters.mil.mil import Function, Program
 
-    opset = opset or ct.target.iOS17
-    names = list(inputs)
-    with Function({n: spec(inputs[n]) for n in names}, opset) as func:
-        out = build(*[func.inputs[n] for n in names])
+    with Function(dict(specs), opset or ct.target.iOS17) as func:
+        out = build(*[func.inputs[n] for n in specs])
         func.set_outputs(list(out) if isinstance(out, (tuple, list)) else [out])
     prog = Program()
     prog.add_function("main", func)
-    ex = MILExecutor(loaded(prog, opset.name), mode=mode, threads=1)
+    return prog
+
+
+def run_program(prog, inputs: dict, mode: str = "fp32-accumulate", opset=None) -> list[np.ndarray]:
+    """The program's outputs in order, run by the mil executor."""
+    ex = MILExecutor(loaded(prog, (opset or ct.target.iOS17).name), mode=mode, threads=1)
     out = ex.run(dict(inputs))
     return [out[n] for n in ex.output_names]
+
+
+def run(build, inputs: dict, mode: str = "fp32-accumulate", opset=None) -> list[np.ndarray]:
+    """build(*input vars) -> var or tuple of vars, built at `opset` (default iOS17); the outputs in order."""
+    prog = build_program(build, {n: spec(inputs[n]) for n in inputs}, opset)
+    return run_program(prog, inputs, mode, opset)
 
 
 def ulp16(v) -> np.ndarray:

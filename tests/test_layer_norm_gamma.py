@@ -9,11 +9,10 @@ import pytest
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import Function, Program, types
+from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.execute.executor import MILExecutor
 from experiments.ane_engineering.export.layer_norm_gamma import fuse_layer_norm_gamma
-from tests.executor_ops_support import loaded
+from tests.executor_ops_support import build_program, run_program
 
 SHAPE = (1, 8, 1, 5)
 RNG = np.random.default_rng(0)
@@ -23,12 +22,7 @@ PER_ELEMENT = RNG.standard_normal(SHAPE).astype(np.float32)
 
 
 def program(build):
-    with Function({"x": mb.TensorSpec(shape=SHAPE, dtype=types.fp32)}, ct.target.iOS17) as func:
-        out = build(func.inputs["x"])
-        func.set_outputs(list(out) if isinstance(out, (tuple, list)) else [out])
-    prog = Program()
-    prog.add_function("main", func)
-    return prog
+    return build_program(build, {"x": mb.TensorSpec(shape=SHAPE, dtype=types.fp32)})
 
 
 def op_types(prog) -> list[str]:
@@ -36,9 +30,7 @@ def op_types(prog) -> list[str]:
 
 
 def outputs(prog) -> list[np.ndarray]:
-    ex = MILExecutor(loaded(prog, "iOS17"), threads=1)
-    out = ex.run({"x": X})
-    return [out[name] for name in ex.output_names]
+    return run_program(prog, {"x": X})
 
 
 def norm_times_weight(x, weight=WEIGHT, axes=(1,), name="layers_0_mlp_norm_weight"):

@@ -8,22 +8,16 @@ import pytest
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import Function, Program, types
+from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.execute.executor import MILExecutor
 from experiments.ane_engineering.export.slice_merge import merge_slices
-from tests.executor_ops_support import loaded
+from tests.executor_ops_support import build_program, run_program
 
 SHAPE = (1, 6, 5, 12)
 
 
 def program(build):
-    with Function({"x": mb.TensorSpec(shape=SHAPE, dtype=types.fp32)}, ct.target.iOS17) as func:
-        out = build(func.inputs["x"])
-        func.set_outputs(list(out) if isinstance(out, (tuple, list)) else [out])
-    prog = Program()
-    prog.add_function("main", func)
-    return prog
+    return build_program(build, {"x": mb.TensorSpec(shape=SHAPE, dtype=types.fp32)})
 
 
 def slices(prog) -> int:
@@ -31,9 +25,7 @@ def slices(prog) -> int:
 
 
 def outputs(prog, x: np.ndarray) -> list[np.ndarray]:
-    ex = MILExecutor(loaded(prog, "iOS17"), threads=1)
-    out = ex.run({"x": x})
-    return [out[name] for name in ex.output_names]
+    return run_program(prog, {"x": x})
 
 
 X = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .mil_walk import rewrite_each
+
 
 def _channel_weight(var, channels: int) -> np.ndarray | None:
     """The (C,) values of a constant that multiplies channel c by value c, else None."""
@@ -31,49 +33,41 @@ def _channel_weight(var, channels: int) -> np.ndarray | None:
 
 def fuse_layer_norm_gamma(program) -> int:
     """Fuse every layer_norm -> mul(weight) pair of the program (nested blocks included); returns how many."""
+    return rewrite_each(program, "mul", _fuse_into_norm)
+
+
+def _fuse_into_norm(op, block) -> bool:
+    """Replace the multiply `op` and the layer_norm it reads by one layer_norm with gamma, if it is that product."""
     from coremltools.converters.mil.mil import Builder as mb
 
-    fused = 0
-
-    def visit(block) -> None:
-        nonlocal fused
-        for op in list(block.operations):
-            for inner in op.blocks:
-                visit(inner)
-            if op.op_type != "mul" or op.enclosing_block is None:
-                continue
-            for norm_var, weight_var in ((op.x, op.y), (op.y, op.x)):
-                norm = norm_var.op
-                if norm is None or norm.op_type != "layer_norm" or norm.enclosing_block is not block:
-                    continue
-                shape = norm.x.shape
-                if shape is None or len(shape) != 4 or not isinstance(shape[1], int):
-                    continue
-                axes = norm.axes.val if norm.axes is not None else None
-                if axes is None or [int(a) % 4 for a in np.asarray(axes).reshape(-1)] != [1]:
-                    continue
-                if norm.gamma is not None or norm.beta is not None:
-                    continue
-                if len(norm_var.child_ops) != 1 or norm_var in block.outputs:
-                    continue
-                gamma = _channel_weight(weight_var, shape[1])
-                weight_op = weight_var.op
-                if gamma is None or weight_op is None or weight_op.op_type != "const" or len(weight_var.child_ops) != 1:
-                    continue
-                epsilon = norm.epsilon.val if norm.epsilon is not None else None
-                name = weight_var.name
-                with block:
-                    channel_gamma = mb.const(val=gamma, name=name + "_channels", before_op=op)
-                    new = mb.layer_norm(x=norm.x, axes=[1], gamma=channel_gamma,
-                                        **({} if epsilon is None else {"epsilon": epsilon}),
-                                        before_op=op, name=op.name + "_layer_norm")
-                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
-                block.remove_ops([op, norm, weight_op])
-                channel_gamma.op.name = name  # the weight's own name: reweight maps blobs to tensors by it
-                channel_gamma.set_name(name)
-                fused += 1
-                break
-
-    for function in program.functions.values():
-        visit(function)
-    return fused
+    for norm_var, weight_var in ((op.x, op.y), (op.y, op.x)):
+        norm = norm_var.op
+        if norm is None or norm.op_type != "layer_norm" or norm.enclosing_block is not block:
+            continue
+        shape = norm.x.shape
+        if shape is None or len(shape) != 4 or not isinstance(shape[1], int):
+            continue
+        axes = norm.axes.val if norm.axes is not None else None
+        if axes is None or [int(a) % 4 for a in np.asarray(axes).reshape(-1)] != [1]:
+            continue
+        if norm.gamma is not None or norm.beta is not None:
+            continue
+        if len(norm_var.child_ops) != 1 or norm_var in block.outputs:
+            continue
+        gamma = _channel_weight(weight_var, shape[1])
+        weight_op = weight_var.op
+        if gamma is None or weight_op is None or weight_op.op_type != "const" or len(weight_var.child_ops) != 1:
+            continue
+        epsilon = norm.epsilon.val if norm.epsilon is not None else None
+        name = weight_var.name
+        with block:
+            channel_gamma = mb.const(val=gamma, name=name + "_channels", before_op=op)
+            new = mb.layer_norm(x=norm.x, axes=[1], gamma=channel_gamma,
+                                **({} if epsilon is None else {"epsilon": epsilon}),
+                                before_op=op, name=op.name + "_layer_norm")
+        block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+        block.remove_ops([op, norm, weight_op])
+        channel_gamma.op.name = name  # the weight's own name: reweight maps blobs to tensors by it
+        channel_gamma.set_name(name)
+        return True
+    return False

@@ -14,6 +14,8 @@ non-negative begin/end and no masks.
 
 from __future__ import annotations
 
+from .mil_walk import rewrite_each
+
 
 def _axis_bounds(op) -> list[tuple[int, int]] | None:
     """[(start, stop)] per axis of a static, unit-stride, unsqueezed slice_by_index; None if not that."""
@@ -46,33 +48,25 @@ def _axis_bounds(op) -> list[tuple[int, int]] | None:
 
 def merge_slices(program) -> int:
     """Merge every chain of two slice_by_index ops in the program (nested blocks included); returns how many."""
+    return rewrite_each(program, "slice_by_index", _merge_into_parent)
+
+
+def _merge_into_parent(op, block) -> bool:
+    """Replace `op` and the slice it reads by one slice of the first slice's input, if they are plain slices."""
     from coremltools.converters.mil.mil import Builder as mb
 
-    merged = 0
-
-    def visit(block) -> None:
-        nonlocal merged
-        for op in list(block.operations):
-            for inner in op.blocks:
-                visit(inner)
-            if op.op_type != "slice_by_index" or op.enclosing_block is None:
-                continue
-            first = op.x.op
-            if first is None or first.op_type != "slice_by_index" or first.enclosing_block is not block:
-                continue
-            if len(first.outputs[0].child_ops) != 1 or first.outputs[0] in block.outputs:
-                continue
-            outer, inner_bounds = _axis_bounds(first), _axis_bounds(op)
-            if outer is None or inner_bounds is None:
-                continue
-            begin = [o_start + i_start for (o_start, _), (i_start, _) in zip(outer, inner_bounds)]
-            end = [o_start + i_stop for (o_start, _), (_, i_stop) in zip(outer, inner_bounds)]
-            with block:
-                new = mb.slice_by_index(x=first.x, begin=begin, end=end, before_op=op, name=op.name + "_merged")
-            block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
-            block.remove_ops([op, first])
-            merged += 1
-
-    for function in program.functions.values():
-        visit(function)
-    return merged
+    first = op.x.op
+    if first is None or first.op_type != "slice_by_index" or first.enclosing_block is not block:
+        return False
+    if len(first.outputs[0].child_ops) != 1 or first.outputs[0] in block.outputs:
+        return False
+    outer, inner_bounds = _axis_bounds(first), _axis_bounds(op)
+    if outer is None or inner_bounds is None:
+        return False
+    begin = [o_start + i_start for (o_start, _), (i_start, _) in zip(outer, inner_bounds)]
+    end = [o_start + i_stop for (o_start, _), (_, i_stop) in zip(outer, inner_bounds)]
+    with block:
+        new = mb.slice_by_index(x=first.x, begin=begin, end=end, before_op=op, name=op.name + "_merged")
+    block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+    block.remove_ops([op, first])
+    return True
