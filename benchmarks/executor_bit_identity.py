@@ -107,11 +107,16 @@ def _run(command: list[str], tree: Path, what: str) -> None:
 
 
 def extract_tree(commit: str, into: Path) -> str:
-    """The reference tree's experiments/ and benchmarks/ at `commit`; returns the full commit hash."""
+    """The tree's experiments/ at `commit`, with the cost calibration evidence when the commit has it (exports with
+    an automatic attention layout read it); returns the full commit hash."""
     full = subprocess.run(["git", "rev-parse", commit], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
     into.mkdir(parents=True)
     archive = into / "tree.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), full, "experiments"], cwd=REPO, check=True)
+    paths = ["experiments"]
+    calibration = "benchmarks/evidence/cost_calibration_mmbert_base_shape.json"  # `probe --attention auto` reads it
+    if subprocess.run(["git", "cat-file", "-e", f"{full}:{calibration}"], cwd=REPO).returncode == 0:
+        paths.append(calibration)
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), full, *paths], cwd=REPO, check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     archive.unlink()
