@@ -114,7 +114,7 @@ def extract_tree(commit: str, into: Path) -> str:
     archive = into / "tree.tar"
     paths = ["experiments"]
     calibration = "benchmarks/evidence/cost_calibration_mmbert_base_shape.json"  # `probe --attention auto` reads it
-    if subprocess.run(["git", "cat-file", "-e", f"{full}:{calibration}"], cwd=REPO).returncode == 0:
+    if subprocess.run(["git", "cat-file", "-e", f"{full}:{calibration}"], cwd=REPO, capture_output=True).returncode == 0:
         paths.append(calibration)
     subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), full, *paths], cwd=REPO, check=True)
     with tarfile.open(archive) as tar:
