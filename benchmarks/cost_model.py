@@ -46,13 +46,16 @@ FORMAT = "ane-engineering/evidence/cost-model/1"
 LABEL = "prediction (static cost model of the MIL program; not a measurement)"
 
 
-def export(source: str, kind: str, length: int, scratch: Path) -> Path:
-    output = scratch / f"{kind}-{length}"
+def export(source: str, kind: str, length: int, scratch: Path, *options: str, name: str | None = None) -> Path:
+    """One probe process exporting into scratch/<name> (default <kind>-<length>); `options` are further probe
+    arguments (e.g. --attention windowed --tile 64)."""
+    output = scratch / (name or f"{kind}-{length}")
     result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", kind,
-                             "--length", str(length), "--source", source, "--output", str(output), "--quiet"],
-                            capture_output=True, text=True)
+                             "--length", str(length), "--source", source, "--output", str(output), "--quiet",
+                             *options], capture_output=True, text=True)
     if not (output / "manifest.json").exists():
-        raise RuntimeError(f"probe failed for {kind} L{length} (exit {result.returncode}): {result.stderr[-2000:]}")
+        raise RuntimeError(f"probe failed for {name or kind} L{length} (exit {result.returncode}): "
+                           f"{result.stderr[-2000:]}")
     return output
 
 

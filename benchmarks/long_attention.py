@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.cost_model import export as probe_export
 from experiments.ane_engineering import reference_run
 from experiments.ane_engineering.cli import (
     UsageError,
@@ -56,14 +56,10 @@ AIM_RATIO_TO_MLX = 0.6  # the issue's aim for the windowed L1024 request: 0.6x M
 
 
 def export(source: str, layout: str, length: int, scratch: Path, tile: int | None = None) -> Path:
-    output = scratch / (f"{layout}-{length}" if tile is None else f"{layout}-{length}-tile{tile}")
-    result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", "body",
-                             "--length", str(length), "--attention", layout, "--source", source,
-                             "--output", str(output), "--quiet"] + ([] if tile is None else ["--tile", str(tile)]),
-                            check=False, capture_output=True, text=True)
-    if not (output / "manifest.json").exists():
-        raise RuntimeError(f"probe failed for {layout} L{length} (exit {result.returncode}): {result.stderr[-2000:]}")
-    return output
+    """The body at `length` in one attention layout (and tile), in scratch/<layout>-<length>[-tile<T>]."""
+    tile_options = [] if tile is None else ["--tile", str(tile)]
+    return probe_export(source, "body", length, scratch, "--attention", layout, *tile_options,
+                        name=f"{layout}-{length}" if tile is None else f"{layout}-{length}-tile{tile}")
 
 
 def bucket_entry(report: dict, directory: Path, evidence_dir: Path, chips: dict, parameters: dict,

@@ -29,8 +29,6 @@ costs a concat and a split of the 2x wider windows: ANE_MATH.md section 16.)
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -60,7 +58,7 @@ class WindowTiling(nn.Module):
         """(tile shift s, width) of each window piece, left to right: the last `width` columns of X[t+s] for s < 0,
         all of X[t], the first `width` columns for s > 0."""
         t = self.tiles
-        reach = math.ceil(t.radius / t.tile)  # a: tiles a window reaches on each side
+        reach = t.reach  # a: tiles a window reaches on each side
         outer = t.radius - (reach - 1) * t.tile  # columns taken from the farthest tile
         left = [(-s, outer if s == reach else t.tile) for s in range(reach, 0, -1)]
         right = [(s, outer if s == reach else t.tile) for s in range(1, reach + 1)]

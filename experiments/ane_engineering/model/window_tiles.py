@@ -74,19 +74,9 @@ class WindowTiles:
         return math.ceil(self.width / self.tile)
 
     @property
-    def key_blocks(self) -> int:  # blocks of T keys after padding: nT + pieces - 1
-        return self.n_tiles + self.pieces - 1
-
-    @property
-    def left_pad(self) -> int:
-        return self.radius
-
-    @property
-    def right_pad(self) -> int:
-        return self.key_blocks * self.tile - self.radius - self.length
-
-    def piece_widths(self) -> list[int]:
-        return [min(self.tile, self.width - p * self.tile) for p in range(self.pieces)]
+    def reach(self) -> int:
+        """How many neighbouring tiles a window reaches into on each side: ceil(r / T)."""
+        return math.ceil(self.radius / self.tile)
 
     def mask_shape(self) -> tuple[int, int, int, int]:
         return (1, self.width, self.n_tiles, self.tile)

@@ -65,6 +65,18 @@ def _input_projection(num, x, w_t, bias):
     return num.r(num.matmul(x, w_t) + bias)
 
 
+def _single_direction(node, args, num, op: str):
+    """The arguments gru and rnn share: x [s, b, I], initial_h [b, H], H, whether the direction is reverse (the
+    two MIL allows them) and the transposed weights."""
+    x = num.f(args["x"])  # [s, b, I]
+    h0 = num.f(args["initial_h"])  # [b, H]
+    direction = str(args.get("direction", "forward"))
+    if direction not in ("forward", "reverse"):
+        raise UnsupportedOpError(f"{node.where()}: {op} direction {direction!r} is not one MIL defines")
+    w_ih, w_hh = _weights_t(node, num, args, "weight_ih"), _weights_t(node, num, args, "weight_hh")
+    return x, h0, h0.shape[-1], direction == "reverse", w_ih, w_hh
+
+
 def _run_direction(step, projected, h, c, reverse: bool):
     """Iterate `step` over the time axis; returns the per-step states in processing order and the final state."""
     order = range(projected.shape[0] - 1, -1, -1) if reverse else range(projected.shape[0])
@@ -134,14 +146,8 @@ def op_lstm(node, args, num):
 
 @register("gru")
 def op_gru(node, args, num):
-    x = num.f(args["x"])  # [s, b, I]
-    h0 = num.f(args["initial_h"])  # [b, H]
-    hidden = h0.shape[-1]
-    direction = str(args.get("direction", "forward"))
-    if direction not in ("forward", "reverse"):
-        raise UnsupportedOpError(f"{node.where()}: gru direction {direction!r} is not one MIL defines")
+    x, h0, hidden, reverse, w_ih, w_hh = _single_direction(node, args, num, "gru")
     reset_after = as_bool(args.get("reset_after", False))
-    w_ih, w_hh = _weights_t(node, num, args, "weight_ih"), _weights_t(node, num, args, "weight_hh")
     bias = _vector(node, num, args, "bias", 3 * hidden)
     input_bias = _vector(node, num, args, "input_bias", 3 * hidden)
     act_gate = str(args.get("recurrent_activation", "sigmoid"))
@@ -171,7 +177,7 @@ def op_gru(node, args, num):
         h = num.r(num.r(num.r(num.c(1) - z) * o) + num.r(z * h))
         return h, None
 
-    states, h, _ = _run_direction(step, projected, h0, None, direction == "reverse")
+    states, h, _ = _run_direction(step, projected, h0, None, reverse)
     return _sequence_output(states, as_bool(args.get("output_sequence", False))), h
 
 
@@ -179,18 +185,12 @@ def op_gru(node, args, num):
 
 @register("rnn")
 def op_rnn(node, args, num):
-    x = num.f(args["x"])  # [s, b, I]
-    h0 = num.f(args["initial_h"])  # [b, H]
-    hidden = h0.shape[-1]
-    direction = str(args.get("direction", "forward"))
-    if direction not in ("forward", "reverse"):
-        raise UnsupportedOpError(f"{node.where()}: rnn direction {direction!r} is not one MIL defines")
-    w_ih, w_hh = _weights_t(node, num, args, "weight_ih"), _weights_t(node, num, args, "weight_hh")
+    x, h0, hidden, reverse, w_ih, w_hh = _single_direction(node, args, num, "rnn")
     bias = _vector(node, num, args, "bias", hidden)
     act = str(args.get("activation", "tanh"))
 
     def step(projected_t, h, _):
         return _activation(act, num.r(projected_t + num.matmul(h, w_hh)), num), None
 
-    states, h, _ = _run_direction(step, _input_projection(num, x, w_ih, bias), h0, None, direction == "reverse")
+    states, h, _ = _run_direction(step, _input_projection(num, x, w_ih, bias), h0, None, reverse)
     return _sequence_output(states, as_bool(args.get("output_sequence", False))), h
