@@ -1,9 +1,9 @@
-"""Benchmark: fit the calibrated cost model (evidence/calibration.py) to the reference run's three measurements.
+"""Benchmark: fit the calibrated cost model (placement/calibration.py) to the reference run's three measurements.
 
 Exports the dense body of builtin:mmbert-base-shape at each length the reference run measured (L96 and L1024; one
 probe process at a time, into a temporary directory beside the output), counts each program with the static cost
-model (evidence/cost_model.py), and fits the per-op and per-byte terms to the reference timings
-(experiments/ane_engineering/reference_run.json, measured on an M3 Max by the project's user), on the chip they
+model (placement/cost_model.py), and fits the per-op and per-byte terms to the reference timings
+(experiments/ane_engineering/core/reference_run.json, measured on an M3 Max by the project's user), on the chip they
 were measured on. Writes the fitted parameters, each point's recorded cost inputs, prediction and residual, and the
 hashes of the programs and the harness. The result is a prediction model, not a measurement.
 
@@ -32,19 +32,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.cost_model import export
-from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.cli import (
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.core.cli import (
     UsageError,
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.evidence import calibration, cost_model
-from experiments.ane_engineering.evidence.provenance import (
+from experiments.ane_engineering.placement import calibration, cost_model
+from experiments.ane_engineering.core.provenance import (
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 
 GRAPH = ("dense attention as the reference run measured it: per head, the scores as two half-size einsums (RoPE "
          "halves) plus an add, additive (1, L, 1, L) global and local masks")
@@ -150,8 +150,8 @@ def main(argv=None) -> int:
                 ("The dense graph has the same number of non-constant ops at every bucket, so for these points the "
                 "per-op term is one constant: the data tell it from the traffic term only through the L96 pair, and "
                 "weakly."),
-                ("Ops are counted in the exported MIL program (evidence/cost_model.py). The reference run's Core ML "
-                "compute plan counted the non-constant ops of its own BC1S export (reference_run.json, "
+                ("Ops are counted in the exported MIL program (placement/cost_model.py). The reference run's Core ML "
+                "compute plan counted the non-constant ops of its own BC1S export (core/reference_run.json, "
                 "placement.bc1s_export), a different graph or count basis; per_op_ms is an effective cost per op "
                 "as counted here, not a measured dispatch time."),
                 ("Other chips: the same per_op_ms and traffic_factor with each chip's peak rate and bandwidth "

@@ -1,8 +1,8 @@
 """Benchmark: a static cost model of the body package per bucket -- FLOPs, bytes moved, roofline floors per chip.
 
-Reads the MIL program of each package (experiments/ane_engineering/evidence/cost_model.py), counts FLOPs and bytes
+Reads the MIL program of each package (experiments/ane_engineering/placement/cost_model.py), counts FLOPs and bytes
 per op, and predicts a latency floor per chip (chips.json, every figure with its source). Checks the floors against
-the reference run's timings (experiments/ane_engineering/reference_run.json: a run on an M3 Max reported by the
+the reference run's timings (experiments/ane_engineering/core/reference_run.json: a run on an M3 Max reported by the
 project's user) and reports the measured / floor ratios, and how much of each bucket is attention's dense L x L
 work.
 
@@ -28,19 +28,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering import reference_run  # noqa: E402
-from experiments.ane_engineering.cli import (  # noqa: E402
+from experiments.ane_engineering.core import reference_run  # noqa: E402
+from experiments.ane_engineering.core.cli import (  # noqa: E402
     UsageError,
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.evidence import cost_model  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+from experiments.ane_engineering.placement import cost_model  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 
 FORMAT = "ane-engineering/evidence/cost-model/1"
 LABEL = "prediction (static cost model of the MIL program; not a measurement)"

@@ -55,8 +55,8 @@ def worker(args) -> int:
     """Runs inside the tree on PYTHONPATH: validate through mil, every executor call hashed."""
     import numpy as np
 
-    from experiments.ane_engineering.execute import executor as executor_module
-    from experiments.ane_engineering.execute.program import load_program
+    from experiments.ane_engineering.run.mil import executor as executor_module
+    from experiments.ane_engineering.package.program import load_program
     from experiments.ane_engineering.validate import main as validate_main
 
     # validate runs private copies of the packages: calls are keyed by the package's input shapes (one per bucket)
@@ -149,8 +149,8 @@ def differences(a, b, path="") -> list[str]:
 
 
 def export_packages(work: Path, tree: Path, reuse: Path | None) -> dict:
-    from experiments.ane_engineering.export.package_hash import package_content_hash
-    from experiments.ane_engineering.json_documents import open_object, read_json
+    from experiments.ane_engineering.package.package_hash import package_content_hash
+    from experiments.ane_engineering.core.json_documents import open_object, read_json
 
     schema = open_object({"package": open_object({"content_hash": open_object({})})})
     packages: dict[str, dict] = {}
@@ -200,14 +200,14 @@ def main(argv=None) -> int:
     if args.worker:
         return worker(args)
 
-    from experiments.ane_engineering.cli import atomic_file
-    from experiments.ane_engineering.evidence.provenance import (
+    from experiments.ane_engineering.core.cli import atomic_file
+    from experiments.ane_engineering.core.provenance import (
         harness_fingerprint,
         machine,
         tool_versions,
     )
-    from experiments.ane_engineering.export.staging import check_output
-    from experiments.ane_engineering.json_documents import (
+    from experiments.ane_engineering.core.staging import check_output
+    from experiments.ane_engineering.core.json_documents import (
         BOOLEAN,
         open_object,
         read_json,

@@ -1,7 +1,7 @@
 """Benchmark: coremltools' own MIL op test suite, its predictions run by the mil executor.
 
 Runs every test file of coremltools/converters/mil/mil/ops/tests/iOS14 ... iOS18 (or those given with --files) in
-pytest subprocesses with the plugin experiments/ane_engineering/execute/coremltools_suite.py, `--jobs` files at
+pytest subprocesses with the plugin experiments/ane_engineering/run/mil/coremltools_suite.py, `--jobs` files at
 a time, and writes one evidence file: pass/fail/skip counts per opset, per test class and per op type, every
 failure with the first line of its error, every exclusion (skip) with its reason, the wall time, and the versions
 and source hashes behind it. Cases that never reach a prediction (builder/type-inference-only cases) are counted
@@ -27,16 +27,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence
-from experiments.ane_engineering.evidence.provenance import (
+from experiments.ane_engineering.core.cli import write_evidence
+from experiments.ane_engineering.core.provenance import (
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = "experiments.ane_engineering.execute.coremltools_suite"
+PLUGIN = "experiments.ane_engineering.run.mil.coremltools_suite"
 OPSET_DIRS = ("iOS14", "iOS15", "iOS16", "iOS17", "iOS18")
 UNSUPPORTED = re.compile(r"unsupported MIL op '?(\w+)'?")
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|root|home|work|Users|usr|opt|var|private)/[^\s'\"),;]*")
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
 
-    from experiments.ane_engineering.execute.coremltools_suite import suite_directory
+    from experiments.ane_engineering.run.mil.coremltools_suite import suite_directory
 
     suite = suite_directory()
     files = suite_files(suite, args.files)
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     evidence = {
         "format": "ane-engineering/evidence/executor-conformance/1",
         "benchmark": "coremltools' MIL op test suite (ops/tests/iOS14..iOS18), Core ML prediction replaced by the "
-                     "mil executor (plugin experiments/ane_engineering/execute/coremltools_suite.py)",
+                     "mil executor (plugin experiments/ane_engineering/run/mil/coremltools_suite.py)",
         "goal": "0 failures among ML program cases; every exclusion listed with its reason",
         "selection": {"files_requested": [p.relative_to(suite).as_posix() for p in files],
                       "files_not_run_budget": sorted(not_run), "budget_seconds": args.budget_seconds,

@@ -1,6 +1,6 @@
 """Benchmark: small ordinary models converted with coremltools, run through the mil executor, against torch.
 
-Every model of experiments/ane_engineering/execute/model_zoo.py (BERT, DistilBERT, RoBERTa, ModernBERT encoders
+Every model of experiments/ane_engineering/run/mil/model_zoo.py (BERT, DistilBERT, RoBERTa, ModernBERT encoders
 with an attention mask; a CNN with batch norm, pools, padding and upsampling; an LSTM; a GRU; an MLP) is
 converted (FP16 ML program, iOS17) and run by the executor in both precision modes; the evidence records per model
 the max abs error of the executor and of torch's own FP16 run against torch FP32, their ratio, the bound of the
@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence
-from experiments.ane_engineering.evidence.provenance import (
+from experiments.ane_engineering.core.cli import write_evidence
+from experiments.ane_engineering.core.provenance import (
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 
 MODES = ("fp32-accumulate", "fp16-strict")
 
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from experiments.ane_engineering.execute import model_zoo
+    from experiments.ane_engineering.run.mil import model_zoo
 
     torch.set_num_threads(1)
     names = args.models or list(model_zoo.MODELS)
@@ -64,10 +64,10 @@ def main(argv=None) -> int:
                      "mil executor; errors against torch FP32 beside torch's own FP16 run (model.half() on the CPU)",
         "criterion": {"rule": "executor_max_abs_error <= factor * torch_fp16_max_abs_error + floor * max_abs_reference",
                       "factor": model_zoo.AGREEMENT_FACTOR, "floor": model_zoo.AGREEMENT_FLOOR,
-                      "derivation": "experiments/ane_engineering/execute/model_zoo.py (module docstring)"},
+                      "derivation": "experiments/ane_engineering/run/mil/model_zoo.py (module docstring)"},
         "conversion": {"convert_to": "mlprogram", "compute_precision": "FLOAT16", "minimum_deployment_target": "macOS14",
                        "trace": "torch.jit.trace(strict=False)",
-                       "fixes": ["aten::Int/aten::Bool scalar cast under NumPy >= 2.4 (export/convert.py)",
+                       "fixes": ["aten::Int/aten::Bool scalar cast under NumPy >= 2.4 (package/convert.py)",
                                  "aten::new_ones converter (model_zoo.conversion_fixes)"]},
         "models": rows,
         "all_pass": all(r["passes"] for r in rows),

@@ -2,8 +2,8 @@
 
 For each attention layout (`probe --attention dense|windowed`) and bucket, exports the body of
 builtin:mmbert-base-shape (one probe process at a time, into a temporary directory beside the output), counts it
-with the static cost model (evidence/cost_model.py) and predicts its body and whole-request latency on every chip
-with the calibrated model (evidence/calibration.py: roofline floor + per-op and per-byte terms fitted to the
+with the static cost model (placement/cost_model.py) and predicts its body and whole-request latency on every chip
+with the calibrated model (placement/calibration.py: roofline floor + per-op and per-byte terms fitted to the
 reference run's dense measurements only; nothing is tuned on the windowed graph). Then, at L1024, times the two
 bodies on the `mil` executor alternating call by call in one process (ABBA order) and records the windowed / dense
 ratio per pair and its median: the numpy executor's time, not the Neural Engine's. With --scan-tiles, also exports
@@ -31,21 +31,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.cost_model import export as probe_export
-from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.cli import (
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.core.cli import (
     UsageError,
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.evidence import calibration, cost_model
-from experiments.ane_engineering.evidence.provenance import (
+from experiments.ane_engineering.placement import calibration, cost_model
+from experiments.ane_engineering.core.provenance import (
     backend_record,
     harness_fingerprint,
     machine,
     portable_path,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
 
 FORMAT = "ane-engineering/evidence/long-attention/1"
@@ -93,7 +93,7 @@ def bucket_entry(report: dict, directory: Path, evidence_dir: Path, chips: dict,
 
 def layout_of(directory: Path) -> str | None:
     """The attention layout a probe directory's manifest records (None when it predates the choice)."""
-    from experiments.ane_engineering.export.manifest import read_manifest
+    from experiments.ane_engineering.package.manifest import read_manifest
 
     attention = read_manifest(directory).get("attention")
     return attention.get("layout") if isinstance(attention, dict) else attention
@@ -101,7 +101,7 @@ def layout_of(directory: Path) -> str | None:
 
 def report_attention(directory: Path) -> dict | None:
     """The manifest's whole attention record (layout, tile, tiles, window width ...)."""
-    from experiments.ane_engineering.export.manifest import read_manifest
+    from experiments.ane_engineering.package.manifest import read_manifest
 
     return read_manifest(directory).get("attention")
 
@@ -109,7 +109,7 @@ def report_attention(directory: Path) -> dict | None:
 def mil_inputs(agent, length: int, checkpoint) -> tuple[dict, dict]:
     """Device inputs the agent builds for its own package from a real >= 1,000-token fixture question (the host
     builds each layout the masks it needs), as FP16 arrays, and what they are."""
-    from experiments.ane_engineering.benchmarking.run import pick_question
+    from experiments.ane_engineering.evidence.benchmarking.run import pick_question
 
     question, tokens = pick_question(checkpoint, length, long=True)
     encoded = agent.encode(question)
@@ -119,13 +119,13 @@ def mil_inputs(agent, length: int, checkpoint) -> tuple[dict, dict]:
 
 def measure_mil_ratio(dense_dir: Path, windowed_dir: Path, source: str, warmup: int, calls: int) -> dict:
     """Windowed body time / dense body time on the `mil` executor, ABBA-interleaved in one process."""
-    from experiments.ane_engineering.benchmarking.timing import (
+    from experiments.ane_engineering.evidence.benchmarking.timing import (
         paired_calls,
         ratio_summary,
         summarize,
     )
     from experiments.ane_engineering.checkpoint import load_checkpoint
-    from experiments.ane_engineering.runtime import ANEAgent
+    from experiments.ane_engineering.run.agent import ANEAgent
 
     checkpoint = load_checkpoint(source)
     agents = {layout: ANEAgent([directory], checkpoint, "mil")

@@ -21,25 +21,25 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+from experiments.ane_engineering.core.cli import write_evidence  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     backend_record,
     harness_fingerprint,
     machine,
     portable_path,
     tool_versions,
 )
-from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
-from experiments.ane_engineering.export.probe_run import peak_rss_bytes  # noqa: E402
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.package.manifest import read_manifest  # noqa: E402
+from experiments.ane_engineering.workflows.probe_run import peak_rss_bytes  # noqa: E402
+from experiments.ane_engineering.core.staging import check_output
 
 GOAL_RATIO, GOAL_RSS_BYTES = 2.0, 2 * 10**9
 CHILD = """
 import json, sys, time
 import numpy as np
 sys.path.insert(0, {root!r})
-from experiments.ane_engineering.execute.backends import choose_backend
-from experiments.ane_engineering.export.probe_run import peak_rss_bytes
+from experiments.ane_engineering.run.backends import choose_backend
+from experiments.ane_engineering.workflows.probe_run import peak_rss_bytes
 inputs = dict(np.load({inputs!r}))
 backend = choose_backend("mil")
 started = time.perf_counter(); loaded = backend.load({package!r}); load = time.perf_counter() - started
@@ -61,10 +61,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from experiments.ane_engineering.benchmarking.run import synthetic_body_inputs
+    from experiments.ane_engineering.evidence.benchmarking.run import synthetic_body_inputs
     from experiments.ane_engineering.checkpoint import load_checkpoint
-    from experiments.ane_engineering.execute.backends import choose_backend
-    from experiments.ane_engineering.export.kinds import build_export_spec
+    from experiments.ane_engineering.run.backends import choose_backend
+    from experiments.ane_engineering.package.kinds import build_export_spec
 
     manifest = read_manifest(args.package)
     checkpoint = load_checkpoint(manifest["source"]["source"])

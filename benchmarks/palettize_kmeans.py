@@ -23,15 +23,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+from experiments.ane_engineering.core.cli import write_evidence  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     portable_path,
     tool_versions,
 )
-from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.package.manifest import read_manifest  # noqa: E402
+from experiments.ane_engineering.core.staging import check_output
 
 GROUP_SIZE = 32
 SSE_RTOL = 1e-9

@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+from experiments.ane_engineering.core.cli import write_evidence  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.core.staging import check_output
 
 GOAL_SECONDS, GOAL_RSS_BYTES = 20.0, 3 * 1024 ** 3
 

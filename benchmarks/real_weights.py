@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.ane_engineering import benchmark, golden, probe, sweep, validate  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
-from experiments.ane_engineering.cli import run_main  # noqa: E402
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
 from experiments.ane_engineering.evidence.fp16_range import write_range_evidence  # noqa: E402
-from experiments.ane_engineering.export.staging import check_output, publish  # noqa: E402
+from experiments.ane_engineering.core.staging import check_output, publish  # noqa: E402
 from experiments.ane_engineering.reproduce import (  # noqa: E402
     SWEEP_BITS,
     SWEEP_GROUPS,

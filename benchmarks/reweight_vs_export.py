@@ -32,15 +32,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.cli import write_evidence  # noqa: E402
-from experiments.ane_engineering.evidence.provenance import (  # noqa: E402
+from experiments.ane_engineering.core.cli import write_evidence  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     portable_path,
     tool_versions,
 )
-from experiments.ane_engineering.export.manifest import read_manifest  # noqa: E402
-from experiments.ane_engineering.export.staging import check_output
+from experiments.ane_engineering.package.manifest import read_manifest  # noqa: E402
+from experiments.ane_engineering.core.staging import check_output
 
 GOAL_SPEEDUP = 50.0
 REPEATS = 5
@@ -67,10 +67,10 @@ def warm_comparison(parent_dir: Path, source: str, parent: dict, scratch: Path) 
     import coremltools  # noqa: F401  (warm: neither side pays the import)
 
     from experiments.ane_engineering.checkpoint import load_checkpoint
-    from experiments.ane_engineering.export.convert import convert
-    from experiments.ane_engineering.export.kinds import build_export_spec
-    from experiments.ane_engineering.export.probe_run import run_probe
-    from experiments.ane_engineering.export.reweight import reweight
+    from experiments.ane_engineering.package.convert import convert
+    from experiments.ane_engineering.package.kinds import build_export_spec
+    from experiments.ane_engineering.workflows.probe_run import run_probe
+    from experiments.ane_engineering.package.reweight import reweight
 
     checkpoint = load_checkpoint(source)
     # Each export leaves ~90,000 objects of cyclic garbage (traced graph, MIL program); collecting it takes ~0.3 s.

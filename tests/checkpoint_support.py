@@ -103,9 +103,9 @@ def randomize_transformers_model(model, seed: int, dense_std: float | None = Non
 
 def assert_margins_match_the_fit(config, measured: dict, recorded: dict) -> None:
     """Re-measured decision margins (decision.margins.decision_margins) equal the ones recorded when the fit was made
-    (on another machine) within the FP32 cross-machine tolerance (tolerances.py; a gap is the difference of two
+    (on another machine) within the FP32 cross-machine tolerance (core/tolerances.py; a gap is the difference of two
     values, each within the tolerance at its scale)."""
-    from experiments.ane_engineering import tolerances
+    from experiments.ane_engineering.core import tolerances
 
     scales = measured["scales"]
     shape = tolerances.decision_model_rounding(config, scales["max_tokens"])

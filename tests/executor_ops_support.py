@@ -13,8 +13,8 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.execute.executor import MILExecutor
-from experiments.ane_engineering.execute.program import LoadedProgram, _tensor_info
+from experiments.ane_engineering.run.mil.executor import MILExecutor
+from experiments.ane_engineering.package.program import LoadedProgram, _tensor_info
 
 MODES = ("fp32-accumulate", "fp16-strict")
 U16 = 2.0 ** -11  # fp16 unit roundoff

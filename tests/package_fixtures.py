@@ -11,7 +11,7 @@ import pytest
 
 from experiments.ane_engineering import validate
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.export.probe_run import run_probe
+from experiments.ane_engineering.workflows.probe_run import run_probe
 
 
 class PackageCache:

@@ -505,7 +505,7 @@ def test_load_program_round_trip(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tiny_bc1s_body_has_no_violations():
-    from experiments.ane_engineering.bc1s.models import BC1SBody
+    from experiments.ane_engineering.model.bc1s.models import BC1SBody
     from experiments.ane_engineering.checkpoint import load_checkpoint
 
     ck = load_checkpoint("builtin:tiny")

@@ -8,7 +8,7 @@ import platform
 import numpy as np
 import pytest
 
-from experiments.ane_engineering.execute.backends import (
+from experiments.ane_engineering.run.backends import (
     BACKEND_CHOICES,
     BackendError,
     BackendUnavailableError,
@@ -17,7 +17,7 @@ from experiments.ane_engineering.execute.backends import (
     choose_backend,
     resolve_backend_name,
 )
-from experiments.ane_engineering.execute.numerics import FP16_STRICT, FP32_ACCUMULATE
+from experiments.ane_engineering.run.mil.numerics import FP16_STRICT, FP32_ACCUMULATE
 
 ON_MAC = platform.system() == "Darwin"
 

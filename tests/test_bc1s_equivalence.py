@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from checkpoint_support import config_and_tensors, small_config
-from experiments.ane_engineering.bc1s.models import BC1SBody, BC1SLayerBlock
-from experiments.ane_engineering.buckets import INACTIVE_LOGIT, MARKER_SLOTS
+from experiments.ane_engineering.model.bc1s.models import BC1SBody, BC1SLayerBlock
+from experiments.ane_engineering.core.buckets import INACTIVE_LOGIT, MARKER_SLOTS
 from experiments.ane_engineering.checkpoint.tokenizer import build_byte_tokenizer
-from experiments.ane_engineering.decision.device_inputs import DeviceInputError, body_inputs
-from experiments.ane_engineering.decision.questions import Question, encode_question, load_questions
+from experiments.ane_engineering.package.inputs.device_inputs import DeviceInputError, body_inputs
+from experiments.ane_engineering.package.inputs.questions import Question, encode_question, load_questions
 from experiments.ane_engineering.model.masks import additive_bc1s, allowed
 from experiments.ane_engineering.model.reference import ATTENTION_IMPLEMENTATIONS, ReferenceDecisionModel, ReferenceEncoder
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments.ane_engineering import benchmark
-from experiments.ane_engineering.benchmarking.timing import (
+from experiments.ane_engineering.evidence.benchmarking.timing import (
     TimingError,
     paired_calls,
     ratio_summary,
@@ -22,7 +22,7 @@ from experiments.ane_engineering.evidence.ledger import (
     check_report,
     printed_numbers,
 )
-from experiments.ane_engineering.evidence.provenance import portable_path
+from experiments.ane_engineering.core.provenance import portable_path
 from experiments.ane_engineering.evidence.render import (
     REFERENCE_RUN_FILE,
     render_directory,

@@ -18,12 +18,12 @@ transformers = pytest.importorskip("transformers")
 
 from checkpoint_support import randomize_transformers_model  # noqa: E402
 
-from experiments.ane_engineering import tolerances  # noqa: E402
-from experiments.ane_engineering.bc1s.models import bc1s_encoder  # noqa: E402
+from experiments.ane_engineering.core import tolerances  # noqa: E402
+from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
 from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint, load_checkpoint_dir  # noqa: E402
 from experiments.ane_engineering.checkpoint.bert_config import BertEncoderConfig, is_bert  # noqa: E402
-from experiments.ane_engineering.decision.device_inputs import encoder_inputs  # noqa: E402
-from experiments.ane_engineering.export.kinds import ExportSpecError, build_export_spec  # noqa: E402
+from experiments.ane_engineering.package.inputs.device_inputs import encoder_inputs  # noqa: E402
+from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec  # noqa: E402
 from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
 
 VOCAB, POSITIONS, BUCKET = 200, 128, 96
@@ -220,7 +220,7 @@ def test_buckets_beyond_the_position_table_are_refused(minilm):
         assert build_export_spec(minilm, "encoder", length).length == length
     with pytest.raises(ExportSpecError, match=r"--length 1024: all-minilm-l6-v2 takes at most 512 tokens"):
         build_export_spec(minilm, "encoder", 1024)
-    from experiments.ane_engineering.decision.device_inputs import DeviceInputError
+    from experiments.ane_engineering.package.inputs.device_inputs import DeviceInputError
 
     with pytest.raises(DeviceInputError, match="exceeds the 512 absolute positions"):
         encoder_inputs(minilm.config, minilm.tensors, [101, 102], 1024)
@@ -253,7 +253,7 @@ def test_bc1s_padding_values_do_not_reach_valid_tokens(minilm):
 @pytest.mark.parametrize("kind", ["mlp", "layer", "encoder", "embedding"])
 def test_layout_check_of_every_bc1s_kind_passes_and_a_perturbation_breaks_it(tmp_path, kind):
     """The probe's FP32 layout check (BC1S block vs the B x L x C reference) for the BERT family's kinds."""
-    from experiments.ane_engineering.export.layout_check import layout_check
+    from experiments.ane_engineering.package.layout_check import layout_check
 
     _, directory, _, _, _ = _saved(tmp_path, "3x96-h3-eps1e-5-one-type")
     checkpoint = load_checkpoint(str(directory))

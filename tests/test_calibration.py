@@ -1,6 +1,6 @@
-"""The calibrated cost model (evidence/calibration.py) against its committed evidence and the reference run.
+"""The calibrated cost model (placement/calibration.py) against its committed evidence and the reference run.
 
-Reference timings come from reference_run.json and program costs from the evidence's recorded totals (counted from
+Reference timings come from core/reference_run.json and program costs from the evidence's recorded totals (counted from
 real exports by benchmarks/cost_calibration.py): nothing measured is typed here. The 15% bound is the issue's
 ("predicts the dense layout's L1024 request within 15%").
 """
@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.evidence import calibration
-from experiments.ane_engineering.evidence.calibration import CalibrationError
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.placement import calibration
+from experiments.ane_engineering.placement.calibration import CalibrationError
 
 BOUND = 0.15
 

@@ -17,7 +17,7 @@ from checkpoint_support import (assert_margins_match_the_fit, checkpoint_tensors
                                 write_checkpoint)
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
 from experiments.ane_engineering.checkpoint.builtin import BUILTINS, UnknownSourceError, build_builtin
-from experiments.ane_engineering.decision.margins import MIN_DECISION_MARGIN, decision_margins
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 from experiments.ane_engineering.checkpoint.config import parse_config
 from experiments.ane_engineering.checkpoint.hub import HubSourceError, read_pins
 
@@ -371,7 +371,7 @@ def test_builtin_tiny_hash_and_layout(tiny):
 
 def test_builtin_tiny_decision_margins(tiny):
     """Re-measured with the FP32 reference model: every gap is at least MIN_DECISION_MARGIN, and equals the margin
-    recorded when the fit was made (on another machine) within the FP32 cross-machine tolerance (tolerances.py; a
+    recorded when the fit was made (on another machine) within the FP32 cross-machine tolerance (core/tolerances.py; a
     gap is the difference of two values, each within the tolerance at its scale)."""
     measured = decision_margins(tiny.config, tiny.tensors)
     assert min(measured["min_decision_logit_gap"], measured["min_action_logit_gap"]) >= MIN_DECISION_MARGIN, measured

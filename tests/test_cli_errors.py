@@ -9,9 +9,9 @@ import pkgutil
 import pytest
 
 import experiments.ane_engineering as package
-from experiments.ane_engineering.cli import run_main
-from experiments.ane_engineering.errors import HarnessError
-from experiments.ane_engineering.execute.backends import BackendUnavailableError
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.core.errors import HarnessError
+from experiments.ane_engineering.run.backends import BackendUnavailableError
 
 
 def _raiser(error):

@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("coremltools")
 
-from experiments.ane_engineering.execute.coremltools_suite import (
+from experiments.ane_engineering.run.mil.coremltools_suite import (
     NEURALNETWORK_REASON,
     installed,
     suite_directory,
 )
-from experiments.ane_engineering.execute.registry import OPS
+from experiments.ane_engineering.run.mil.registry import OPS
 
 # One test function of each of several op families (activation, pooling, gather, normalization, recurrent); within
 # a function the 1st, (N+1)th ... case (coremltools' parametrization order), so the sample is fixed.
@@ -41,7 +41,7 @@ SAMPLE_EVERY = 100
 
 def test_fixed_sample_of_the_suite_passes_through_the_executor(tmp_path):
     """The plugin in a nested pytest session (in process: torch and coremltools are already imported)."""
-    from experiments.ane_engineering.execute import coremltools_suite
+    from experiments.ane_engineering.run.mil import coremltools_suite
 
     suite = suite_directory()
     report = tmp_path / "report.jsonl"

@@ -13,12 +13,12 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.buckets import MARKER_SLOTS
-from experiments.ane_engineering.errors import HarnessError
-from experiments.ane_engineering.json_documents import read_json
-from experiments.ane_engineering.evidence import cost_model
-from experiments.ane_engineering.evidence.cost_model import (
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.core.buckets import MARKER_SLOTS
+from experiments.ane_engineering.core.errors import HarnessError
+from experiments.ane_engineering.core.json_documents import read_json
+from experiments.ane_engineering.placement import cost_model
+from experiments.ane_engineering.placement.cost_model import (
     cost_report, latency_floor, load_chips, op_cost, program_cost, reference_check, window_fraction)
 
 OPSET = ct.target.macOS15
@@ -270,7 +270,7 @@ def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tm
     import json
     from pathlib import Path
 
-    from experiments.ane_engineering.export.staging import OutputExistsError
+    from experiments.ane_engineering.core.staging import OutputExistsError
 
     spec = importlib.util.spec_from_file_location(
         "cost_model_benchmark", Path(__file__).resolve().parent.parent / "benchmarks" / "cost_model.py")

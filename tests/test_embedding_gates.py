@@ -1,4 +1,4 @@
-"""The sentence-embedding gates (gates.py) on the real all-MiniLM-L6-v2 weights: the derivation holds, real defects
+"""The sentence-embedding gates (core/gates.py) on the real all-MiniLM-L6-v2 weights: the derivation holds, real defects
 break the gates, the FP16 package passes them through `mil`, and `validate` exits 1 when they fail."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.ane_engineering import gates
-from experiments.ane_engineering.bc1s.embedding import BC1SSentenceEmbedder
-from experiments.ane_engineering.cli import run_main
-from experiments.ane_engineering.decision.device_inputs import embedding_inputs
+from experiments.ane_engineering.core import gates
+from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.package.inputs.device_inputs import embedding_inputs
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
-from experiments.ane_engineering.embedding.texts import load_texts, token_ids
+from experiments.ane_engineering.package.inputs.texts import load_texts, token_ids
 from experiments.ane_engineering.validation.embedding_run import compare_embedding, similarity_ranking
 
 LENGTH = 96
@@ -173,7 +173,7 @@ def test_validate_exits_1_when_the_embedding_gates_fail(minilm, minilm_packages,
     """A 4-bit palettization of the real weights fails the embedding gates: passed false, reasons, exit 1."""
     from experiments.ane_engineering import golden as golden_command
     from experiments.ane_engineering import validate
-    from experiments.ane_engineering.palettize.candidate import palettize_candidate
+    from experiments.ane_engineering.package.palettize.candidate import palettize_candidate
 
     package, _ = minilm_packages.get("embedding", LENGTH)
     palettize_candidate(package, tmp_path / "w4", 4, "uniform", 32)

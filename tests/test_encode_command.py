@@ -13,11 +13,11 @@ import pytest
 
 from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
 from experiments.ane_engineering.checkpoint import CheckpointError
-from experiments.ane_engineering.cli import UsageError
-from experiments.ane_engineering.decision.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
+from experiments.ane_engineering.core.cli import UsageError
+from experiments.ane_engineering.package.inputs.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
                                                             QuestionError, encode_question, load_questions)
 from experiments.ane_engineering.encode import main
-from experiments.ane_engineering.export.staging import OutputLocationError
+from experiments.ane_engineering.core.staging import OutputLocationError
 
 AGREE_ABS = 1e-4
 TEXT = "Which city is the capital of France? Quelle ville est la capitale de la France ?"
@@ -115,7 +115,7 @@ def test_help_works():
         assert option in result.stdout
 
 
-# --- question encoding (decision/questions.py) -------------------------------------------------------------------
+# --- question encoding (package/inputs/questions.py) -------------------------------------------------------------------
 
 def test_question_layout_types_and_markers(tiny):
     question = Question("q", "choice", "Pick one:", ("yes", "no", "ça"))
@@ -184,7 +184,7 @@ def test_mil_backend_runs_an_encoder_package_like_the_reference(tiny, tiny_packa
     import numpy as np
 
     from experiments.ane_engineering import encode
-    from experiments.ane_engineering.cli import run_main
+    from experiments.ane_engineering.core.cli import run_main
 
     package, _ = tiny_packages.get("encoder", 96)
     ids = ",".join(str(i) for i in [1, 40, 77, 105, 120, 9, 33, 2])

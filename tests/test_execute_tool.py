@@ -14,15 +14,15 @@ ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 from coremltools.converters.mil import Builder as mb
 
-from experiments.ane_engineering.cli import run_main
-from experiments.ane_engineering.execute import tool
-from experiments.ane_engineering.execute.__main__ import main as execute_main
-from experiments.ane_engineering.execute.executor import (
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.run.mil import tool
+from experiments.ane_engineering.execute import main as execute_main
+from experiments.ane_engineering.run.mil.executor import (
     ExecutionError,
     InputError,
     MILExecutor,
 )
-from experiments.ane_engineering.execute.registry import OPS, UnsupportedOpError
+from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError
 
 U16 = 2.0 ** -11  # fp16 unit roundoff
 

@@ -1,5 +1,5 @@
 """Ordinary models converted with coremltools (FP16 ML programs, iOS17) and run through the mil executor agree with
-torch FP32 at the level of torch's own FP16 run (criterion and its derivation: execute/model_zoo.py).
+torch FP32 at the level of torch's own FP16 run (criterion and its derivation: run/mil/model_zoo.py).
 
 A fixed subset keeps the suite's budget: a masked BERT encoder (gather_nd, the attention mask), a CNN (batch norm,
 pools, padding, upsampling), an LSTM (the lstm op) and a GRU (converted to a while_loop). Every model of the zoo,
@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("coremltools")
 pytest.importorskip("transformers")
 
-from experiments.ane_engineering.execute import executor as _executor  # noqa: F401 - registers every op in OPS
-from experiments.ane_engineering.execute import model_zoo
-from experiments.ane_engineering.execute.registry import OPS
+from experiments.ane_engineering.run.mil import executor as _executor  # noqa: F401 - registers every op in OPS
+from experiments.ane_engineering.run.mil import model_zoo
+from experiments.ane_engineering.run.mil.registry import OPS
 
 TESTED = ("bert", "cnn", "lstm", "gru")
 

@@ -39,8 +39,8 @@ def test_sparse_compression_constexprs_match_coremltools_decompress():
         constexpr_sparse_blockwise_shift_scale,
     )
 
-    from experiments.ane_engineering.execute.numerics import Numerics
-    from experiments.ane_engineering.execute.registry import OPS, OpNode
+    from experiments.ane_engineering.run.mil.numerics import Numerics
+    from experiments.ane_engineering.run.mil.registry import OPS, OpNode
 
     def node(op_type):
         return OpNode(0, op_type, op_type, "main", ["m", "v"], [None, None], [np.dtype(np.uint8), np.dtype(np.float16)])

@@ -73,7 +73,7 @@ def test_gather_nd_with_batch_dims_and_negative_indices():
 
 
 def test_gather_indices_out_of_range_are_refused_with_validate_indices():
-    from experiments.ane_engineering.execute.executor import ExecutionError
+    from experiments.ane_engineering.run.mil.executor import ExecutionError
 
     with pytest.raises(ExecutionError, match="out of bounds"):
         run(lambda x, i: mb.gather_nd(x=x, indices=i, validate_indices=True),
@@ -175,7 +175,7 @@ def test_index_and_sort_ops():
     np.testing.assert_array_equal(outs[8], np.where((m - n <= 0) & (n - m <= 1), xs, 0))
     np.testing.assert_array_equal(outs[9], np.where(m - n <= 1, xs, 0))
     # k = -1 (iOS17: the whole axis); coremltools' type inference declares that output dim as -1, so call the handler
-    from experiments.ane_engineering.execute.registry import OPS
+    from experiments.ane_engineering.run.mil.registry import OPS
 
     values, indices = OPS["topk"].handler(None, {"x": xs, "k": np.int32(-1), "axis": np.int32(-1)}, None)
     assert values.tolist() == np.sort(xs, -1)[:, ::-1].tolist() and indices.shape == xs.shape
@@ -258,7 +258,7 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
     materialised by the loader, consts read from weight.bin) give the builder program's results."""
     from coremltools.converters.mil.mil import Function, Program
 
-    from experiments.ane_engineering.execute.executor import MILExecutor
+    from experiments.ane_engineering.run.mil.executor import MILExecutor
 
     x = f16(RNG.standard_normal((1, 4, 6, 6)))
     mask = np.array([[1, 1, 1, 0, 0, 0]], np.int32)
@@ -297,7 +297,7 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
 def test_gather_batch_dims_negative_indices_and_validate():
     # gather (the gather family's handler, checked here against tf.gather's definition): iOS16 batch_dims and
     # negative indices, iOS17 validate_indices
-    from experiments.ane_engineering.execute.executor import ExecutionError
+    from experiments.ane_engineering.run.mil.executor import ExecutionError
 
     idx = np.array([[0, -1, 2], [3, 1, 1], [-4, 0, 3]], np.int32)  # [3, 3] into axis 1 of X [3, 4, 5]
     outs = run(lambda x, i: (mb.gather(x=x, indices=i, axis=1, batch_dims=1), mb.gather(x=x, indices=i, axis=-1)),
@@ -312,7 +312,7 @@ def test_gather_batch_dims_negative_indices_and_validate():
 def test_iOS17_scatter_without_validation_drops_invalid_indices():
     # iOS17: negative and out-of-range indices are undefined without validate_indices; the scatters drop them
     # (coremltools' iOS17 op tests require that the wrapped-index result is not produced), and refuse them with it
-    from experiments.ane_engineering.execute.executor import ExecutionError
+    from experiments.ane_engineering.run.mil.executor import ExecutionError
 
     data = f16([[1, 2, 3], [4, 5, 6]])
     upd = f16([[5, 6, 7], [8, 9, 10]])

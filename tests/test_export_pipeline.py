@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.ane_engineering.export.convert import convert
-from experiments.ane_engineering.export.kinds import build_export_spec
-from experiments.ane_engineering.export.package_hash import package_content_hash
+from experiments.ane_engineering.package.convert import convert
+from experiments.ane_engineering.package.kinds import build_export_spec
+from experiments.ane_engineering.package.package_hash import package_content_hash
 
 
 def _hash(spec, path, **options):
@@ -33,7 +33,7 @@ def test_short_tracing_would_notice_a_missing_buffer(tiny, tmp_path):
     """If the length-dependent tables were not swapped in, the package would differ (the check above can fail)."""
     import torch
 
-    from experiments.ane_engineering.export import convert as conversion
+    from experiments.ane_engineering.package import convert as conversion
 
     spec = build_export_spec(tiny, "encoder", 192)
     good = _hash(spec, tmp_path / "good.mlpackage")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.ane_engineering.buckets import MASK_BIAS
-from experiments.ane_engineering.export.staging import OutputExistsError
+from experiments.ane_engineering.core.buckets import MASK_BIAS
+from experiments.ane_engineering.core.staging import OutputExistsError
 from experiments.ane_engineering.evidence import fp16_range
 from experiments.ane_engineering.evidence.fp16_range import (FP16_MAX, RangeRecorder, clamp_recommendations,
                                                              column_max_abs, needs_clamp, range_report)

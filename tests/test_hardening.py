@@ -15,17 +15,17 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from experiments.ane_engineering import benchmark, encode, golden, probe, reweight, sweep, validate
-from experiments.ane_engineering.bc1s.lora import LoraSpec
-from experiments.ane_engineering.cli import atomic_file, run_main
-from experiments.ane_engineering.decision import adapter as adapters
-from experiments.ane_engineering.decision.questions import load_questions
-from experiments.ane_engineering.export import verified_copy as verified_copy_module
-from experiments.ane_engineering.export.manifest import read_manifest, write_manifest
-from experiments.ane_engineering.export.package_hash import package_content_hash
-from experiments.ane_engineering.export.reweight import blob_layout, weight_file
-from experiments.ane_engineering.export.staging import OutputExistsError, staged_directory
-from experiments.ane_engineering.palettize.__main__ import main as palettize_main
-from experiments.ane_engineering.runtime import ANEAgent
+from experiments.ane_engineering.model.bc1s.lora import LoraSpec
+from experiments.ane_engineering.core.cli import atomic_file, run_main
+from experiments.ane_engineering.package.inputs import adapter as adapters
+from experiments.ane_engineering.package.inputs.questions import load_questions
+from experiments.ane_engineering.package import verified_copy as verified_copy_module
+from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
+from experiments.ane_engineering.package.package_hash import package_content_hash
+from experiments.ane_engineering.package.reweight import blob_layout, weight_file
+from experiments.ane_engineering.core.staging import OutputExistsError, staged_directory
+from experiments.ane_engineering.palettize import main as palettize_main
+from experiments.ane_engineering.run.agent import ANEAgent
 
 
 def refused(main, argv, capsys, *needles) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.ane_engineering.errors import HarnessError
-from experiments.ane_engineering.json_documents import (INTEGER, MAX_NESTING, NUMBER, POSITIVE_NUMBER, DocumentError,
+from experiments.ane_engineering.core.errors import HarnessError
+from experiments.ane_engineering.core.json_documents import (INTEGER, MAX_NESTING, NUMBER, POSITIVE_NUMBER, DocumentError,
                                                         array_of, check, closed_object, parse_json, read_json)
 
 SCHEMA = closed_object({"size": {**INTEGER, "minimum": 1, "maximum": 16384, "description": "a device dimension"},

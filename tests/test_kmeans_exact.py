@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("numba")
 ct = pytest.importorskip("coremltools")
 
-from experiments.ane_engineering.palettize import kmeans_exact as ke  # noqa: E402
+from experiments.ane_engineering.package.palettize import kmeans_exact as ke  # noqa: E402
 
 
 def _coremltools_group(group: np.ndarray, nbits: int):
@@ -189,7 +189,7 @@ def test_batch_equals_single_and_rejects_nonfinite():
 
 
 def test_float32_groups_use_the_generic_path():
-    from experiments.ane_engineering.palettize.fast_palettizer import _palettize_generic
+    from experiments.ane_engineering.package.palettize.fast_palettizer import _palettize_generic
 
     group = (np.random.default_rng(5).standard_normal((32, 64)) / 8).astype(np.float32)
     lut, idx = _palettize_generic(group, 4)
@@ -216,7 +216,7 @@ def small_package():
     import torch
     from torch import nn
 
-    from experiments.ane_engineering.bc1s.norm import ChannelLayerNorm
+    from experiments.ane_engineering.model.bc1s.norm import ChannelLayerNorm
 
     class Tiny(nn.Module):
         def __init__(self):
@@ -246,7 +246,7 @@ def small_package():
 def test_package_matches_coremltools_format(small_package):
     from coremltools.converters.mil.mil import types
 
-    from experiments.ane_engineering.palettize.fast_palettizer import palettize_package
+    from experiments.ane_engineering.package.palettize.fast_palettizer import palettize_package
 
     nbits = 6
     stats = {}

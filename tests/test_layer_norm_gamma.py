@@ -1,4 +1,4 @@
-"""The layer-norm weight pass (export/layer_norm_gamma.py): a channel layer_norm and the multiply by its weight
+"""The layer-norm weight pass (package/layer_norm_gamma.py): a channel layer_norm and the multiply by its weight
 become one layer_norm with gamma that computes the same values, keeps the weight's name, and nothing is fused where
 that would not be the same product."""
 
@@ -11,7 +11,7 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.export.layer_norm_gamma import fuse_layer_norm_gamma
+from experiments.ane_engineering.package.layer_norm_gamma import fuse_layer_norm_gamma
 from tests.executor_ops_support import build_program, run_program
 
 SHAPE = (1, 8, 1, 5)

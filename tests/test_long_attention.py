@@ -2,7 +2,7 @@
 and `benchmark --vs` pairing the dense and the windowed layout of one bucket.
 
 Every expected value is recomputed from the evidence's own recorded inputs (program totals, raw timings) or read
-from reference_run.json; nothing measured is typed here.
+from core/reference_run.json; nothing measured is typed here.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.ane_engineering import reference_run
-from experiments.ane_engineering.evidence import calibration
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.placement import calibration
 from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
 
 REPO = Path(__file__).resolve().parent.parent

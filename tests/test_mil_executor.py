@@ -28,11 +28,11 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.execute import kernels  # noqa: E402
-from experiments.ane_engineering.execute.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
-from experiments.ane_engineering.execute.numerics import FP16_STRICT, Numerics  # noqa: E402
-from experiments.ane_engineering.execute.ops.contraction import einsum_as_matmul  # noqa: E402
-from experiments.ane_engineering.execute.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
+from experiments.ane_engineering.run.mil import kernels  # noqa: E402
+from experiments.ane_engineering.run.mil.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
+from experiments.ane_engineering.run.mil.numerics import FP16_STRICT, Numerics  # noqa: E402
+from experiments.ane_engineering.run.mil.ops.contraction import einsum_as_matmul  # noqa: E402
+from experiments.ane_engineering.run.mil.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
 
 TARGET = ct.target.macOS15
 U16 = 2.0 ** -11  # fp16 unit roundoff
@@ -132,7 +132,7 @@ def conv2d64(x, w, bias=None, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(
 
 
 def op_types(path) -> set[str]:
-    from experiments.ane_engineering.execute.program import load_program
+    from experiments.ane_engineering.package.program import load_program
 
     return set(load_program(path).op_type_counts())
 
@@ -600,7 +600,7 @@ def _weight_bin(package: Path) -> Path:
 @pytest.mark.parametrize("nbits,mode", [(8, "kmeans"), (4, "uniform")])
 def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbits, mode):
     from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
-    from experiments.ane_engineering.execute.program import load_program
+    from experiments.ane_engineering.package.program import load_program
 
     cfg = ct.optimize.coreml.OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel",
                                                 group_size=16, weight_threshold=1024)
@@ -723,7 +723,7 @@ DEPTH_SAFETY = 4
 @pytest.fixture(scope="module")
 def tiny_body(tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from experiments.ane_engineering.bc1s.models import BC1SBody
+    from experiments.ane_engineering.model.bc1s.models import BC1SBody
     from experiments.ane_engineering.checkpoint import load_checkpoint
 
     ck = load_checkpoint("builtin:tiny")
@@ -746,8 +746,8 @@ def tiny_body(tmp_path_factory):
 def _body_cases(ck, body, n):
     import torch
 
-    from experiments.ane_engineering.decision.device_inputs import body_inputs
-    from experiments.ane_engineering.decision.questions import encode_question, load_questions
+    from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
+    from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
 
     cases = []
     for q in load_questions():
@@ -830,8 +830,8 @@ def test_tiny_body_fp16_strict_runs_and_stays_near(tiny_body):
 @pytest.fixture(scope="module")
 def tiny_baseline(tmp_path_factory):
     pytest.importorskip("torch")
-    kinds = pytest.importorskip("experiments.ane_engineering.export.kinds")
-    convert = pytest.importorskip("experiments.ane_engineering.export.convert")
+    kinds = pytest.importorskip("experiments.ane_engineering.package.kinds")
+    convert = pytest.importorskip("experiments.ane_engineering.package.convert")
     from experiments.ane_engineering.checkpoint import load_checkpoint
 
     ck = load_checkpoint("builtin:tiny")
@@ -846,7 +846,7 @@ def test_baseline_export_with_enumerated_lengths_runs(tiny_baseline):
     SDPA, gather read-out, and enumerated input lengths (96 and 192 here)."""
     import torch
 
-    from experiments.ane_engineering.decision.questions import encode_question, load_questions
+    from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
 
     ck, spec, path = tiny_baseline
     ex = MILExecutor(path)
@@ -880,7 +880,7 @@ def test_baseline_export_with_enumerated_lengths_runs(tiny_baseline):
 def test_strict_sum_over_every_axis_and_over_no_terms():
     """fp16-strict sums: reducing every axis without keepdims gives a 0-d result (it used to fail on a numpy
     scalar), and a sum over an empty axis is 0."""
-    from experiments.ane_engineering.execute.numerics import _sequential_sum16
+    from experiments.ane_engineering.run.mil.numerics import _sequential_sum16
 
     x = np.arange(6, dtype=np.float16).reshape(2, 3)
     assert _sequential_sum16(x, (0, 1), keepdims=False) == np.float16(15)

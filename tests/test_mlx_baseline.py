@@ -1,4 +1,4 @@
-"""The MLX FP16 baseline (baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16 noise.
+"""The MLX FP16 baseline (evidence/baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16 noise.
 
 Tolerance, derived rather than fitted. An option logit is s = b + sum_j w_j h_j over the S scorer units at its marker.
 FP16 perturbs the features h_j relatively; the resulting logit error scales with the absolute mass of that last dot
@@ -28,11 +28,11 @@ from checkpoint_support import small_config, write_random_checkpoint
 
 pytest.importorskip("mlx.core")
 
-from experiments.ane_engineering.baselines.mlx_decision import (BaselineInputError, MLXDecisionBaseline,  # noqa: E402
+from experiments.ane_engineering.evidence.baselines.mlx_decision import (BaselineInputError, MLXDecisionBaseline,  # noqa: E402
                                                                  choose_faster_variant, mlx_available)
-from experiments.ane_engineering.buckets import smallest_bucket  # noqa: E402
+from experiments.ane_engineering.core.buckets import smallest_bucket  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
-from experiments.ane_engineering.decision.questions import encode_question, load_questions  # noqa: E402
+from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions  # noqa: E402
 from experiments.ane_engineering.model.reference import ReferenceDecisionModel  # noqa: E402
 
 U = 2.0 ** -11  # FP16 unit roundoff

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from experiments.ane_engineering import probe
-from experiments.ane_engineering.buckets import BUCKET_LENGTHS
-from experiments.ane_engineering.export.manifest import read_manifest
-from experiments.ane_engineering.export.package_hash import package_content_hash
+from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS
+from experiments.ane_engineering.package.manifest import read_manifest
+from experiments.ane_engineering.package.package_hash import package_content_hash
 
 BC1S_KINDS = ("mlp", "layer", "encoder", "body")
 

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from checkpoint_support import assert_margins_match_the_fit
-from experiments.ane_engineering import encode, gates, probe
+from experiments.ane_engineering import encode, probe
+from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.decision.margins import MIN_DECISION_MARGIN, decision_margins
-from experiments.ane_engineering.cli import run_main
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
+from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
-from experiments.ane_engineering.export.kinds import build_export_spec
-from experiments.ane_engineering.export.layout_check import layout_check
+from experiments.ane_engineering.package.kinds import build_export_spec
+from experiments.ane_engineering.package.layout_check import layout_check
 
 IDS = "101,7592,2088,1997,1037,3231,6251,1012,102"  # [CLS] hello world ... [SEP] in MiniLM's WordPiece vocabulary
 
@@ -123,7 +124,7 @@ def test_benchmark_times_an_embedding_package(minilm_packages, tmp_path):
 
 
 def test_the_mlx_baseline_refuses_a_bert_encoder(minilm_decision):
-    from experiments.ane_engineering.baselines.mlx_decision import BaselineInputError, MLXDecisionBaseline
+    from experiments.ane_engineering.evidence.baselines.mlx_decision import BaselineInputError, MLXDecisionBaseline
 
     with pytest.raises(BaselineInputError, match="implements the ModernBERT encoder"):
         MLXDecisionBaseline(minilm_decision)

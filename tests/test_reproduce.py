@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from experiments.ane_engineering import reproduce
-from experiments.ane_engineering.cli import run_main
+from experiments.ane_engineering.core.cli import run_main
 
 
 def test_refuses_an_existing_directory(tmp_path, capsys):

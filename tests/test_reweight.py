@@ -13,13 +13,13 @@ from safetensors.torch import save_file
 
 from experiments.ane_engineering import reweight
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.cli import run_main
-from experiments.ane_engineering.decision.device_inputs import body_inputs
-from experiments.ane_engineering.decision.questions import encode_question, load_questions
-from experiments.ane_engineering.execute.backends import choose_backend
-from experiments.ane_engineering.export.package_hash import package_content_hash
-from experiments.ane_engineering.export.probe_run import run_probe
-from experiments.ane_engineering.export.reweight import (
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
+from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
+from experiments.ane_engineering.run.backends import choose_backend
+from experiments.ane_engineering.package.package_hash import package_content_hash
+from experiments.ane_engineering.workflows.probe_run import run_probe
+from experiments.ane_engineering.package.reweight import (
     ReweightError, blob_layout, program_file, verify_identity, weight_file)
 
 
@@ -129,7 +129,7 @@ def test_mismatched_architecture_is_refused(tiny_packages, tiny, tmp_path, capsy
 
 
 def test_palettized_package_is_refused_with_the_way_forward(tiny_packages, tiny, tmp_path, capsys):
-    from experiments.ane_engineering.palettize.candidate import palettize_candidate
+    from experiments.ane_engineering.package.palettize.candidate import palettize_candidate
 
     parent, _ = tiny_packages.get("body", 96)
     palettize_candidate(parent, tmp_path / "w8", 8, "kmeans", 32, workers=1)
@@ -141,7 +141,7 @@ def test_palettized_package_is_refused_with_the_way_forward(tiny_packages, tiny,
 
 
 def test_a_blob_that_matches_no_tensor_is_refused(tiny_packages, tiny, tmp_path):
-    from experiments.ane_engineering.export import reweight as library
+    from experiments.ane_engineering.package import reweight as library
 
     parent, _ = tiny_packages.get("body", 96)
     values = library.module_tensors(tiny, json.loads((parent / "manifest.json").read_text()))

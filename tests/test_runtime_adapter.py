@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.ane_engineering.buckets import MARKER_SLOTS, MASK_BIAS
-from experiments.ane_engineering.decision.questions import Question, QuestionError
-from experiments.ane_engineering.runtime import ANEAgent, RequestError, check_device_inputs
+from experiments.ane_engineering.core.buckets import MARKER_SLOTS, MASK_BIAS
+from experiments.ane_engineering.package.inputs.questions import Question, QuestionError
+from experiments.ane_engineering.run.agent import ANEAgent, RequestError, check_device_inputs
 
 LENGTH = 96
 SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

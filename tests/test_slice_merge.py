@@ -1,4 +1,4 @@
-"""The slice-merge graph pass (export/slice_merge.py): a chain of two slice_by_index ops becomes one op that selects
+"""The slice-merge graph pass (package/slice_merge.py): a chain of two slice_by_index ops becomes one op that selects
 exactly the same values, and nothing is merged where that would not hold."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.export.slice_merge import merge_slices
+from experiments.ane_engineering.package.slice_merge import merge_slices
 from tests.executor_ops_support import build_program, run_program
 
 SHAPE = (1, 6, 5, 12)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.ane_engineering.export import streamed_file
-from experiments.ane_engineering.export.streamed_file import StreamedFile
+from experiments.ane_engineering.package import streamed_file
+from experiments.ane_engineering.package.streamed_file import StreamedFile
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The FP32 cross-machine tolerance (tolerances.py) against real reorderings of FP32 sums."""
+"""The FP32 cross-machine tolerance (core/tolerances.py) against real reorderings of FP32 sums."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments.ane_engineering import tolerances
+from experiments.ane_engineering.core import tolerances
 
 
 def _network(x, weights, matmul):

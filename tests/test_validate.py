@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from package_fixtures import VALIDATION_REPEATS
 
-from experiments.ane_engineering import gates, tolerances, validate
-from experiments.ane_engineering.cli import run_main
-from experiments.ane_engineering.export.manifest import read_manifest, write_manifest
-from experiments.ane_engineering.export.package_hash import package_content_hash
-from experiments.ane_engineering.decision.questions import load_questions
+from experiments.ane_engineering.core import gates, tolerances
+from experiments.ane_engineering import validate
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
+from experiments.ane_engineering.package.package_hash import package_content_hash
+from experiments.ane_engineering.package.inputs.questions import load_questions
 from experiments.ane_engineering.validation.golden import (COMMITTED_TINY_GOLDEN, GoldenError, load_golden, make_golden,
                                                            reference_decisions)
 
@@ -152,7 +153,7 @@ def test_golden_from_other_source_weights_is_refused(random_checkpoint, tmp_path
 
 
 def golden_tolerances(config, records: list[dict]) -> tuple[float, float]:
-    """The FP32 cross-machine tolerances (tolerances.py) of option logits and calibrated probabilities at the scale
+    """The FP32 cross-machine tolerances (core/tolerances.py) of option logits and calibrated probabilities at the scale
     of `records` (golden question records)."""
     shape = tolerances.decision_model_rounding(config, max(r["num_tokens"] for r in records))
     logits = tolerances.fp32_cross_machine_abs(max(abs(v) for r in records for v in r["option_logits"]), **shape)

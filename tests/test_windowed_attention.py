@@ -1,4 +1,4 @@
-"""Windowed local attention (bc1s/windowed_attention.py, model/window_tiles.py) against the FP32 reference and
+"""Windowed local attention (model/bc1s/windowed_attention.py, model/window_tiles.py) against the FP32 reference and
 transformers, through export, the `mil` executor, validation and the static ANE rules.
 
 Bounds: FP32 BC1S vs the reference encoder, max abs 1e-4 on valid tokens (tolerances.BC1S_ENCODER_ABS, the issue's
@@ -20,13 +20,14 @@ from checkpoint_support import (
     small_config,
 )
 
-from experiments.ane_engineering import tolerances, validate
-from experiments.ane_engineering.bc1s.models import BC1SEncoder
-from experiments.ane_engineering.buckets import MASK_BIAS
+from experiments.ane_engineering.core import tolerances
+from experiments.ane_engineering import validate
+from experiments.ane_engineering.model.bc1s.models import BC1SEncoder
+from experiments.ane_engineering.core.buckets import MASK_BIAS
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.export.convert import convert
-from experiments.ane_engineering.export.kinds import ExportSpecError, build_export_spec
-from experiments.ane_engineering.export.probe_run import run_probe
+from experiments.ane_engineering.package.convert import convert
+from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec
+from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.model.encoders import reference_encoder
 from experiments.ane_engineering.model.masks import additive_bc1s
 from experiments.ane_engineering.model.window_tiles import (
@@ -36,7 +37,7 @@ from experiments.ane_engineering.model.window_tiles import (
     windowed,
 )
 from experiments.ane_engineering.placement.static_check import check_program
-from experiments.ane_engineering.runtime import RequestError, check_shapes_and_masks
+from experiments.ane_engineering.run.agent import RequestError, check_shapes_and_masks
 from experiments.ane_engineering.validation.golden import (
     COMMITTED_TINY_GOLDEN,
     load_golden,
@@ -62,7 +63,7 @@ def _encoder_outputs(raw: dict, length: int, n: int, tile: int, graph_radius: in
     radius = config.encoder.window_radius
     encoder = BC1SEncoder(config, tensors, length, attention=windowed(tile)).eval()
     if graph_radius is not None:
-        from experiments.ane_engineering.bc1s.windowed_attention import WindowTiling
+        from experiments.ane_engineering.model.bc1s.windowed_attention import WindowTiling
 
         tiling = WindowTiling(WindowTiles(length, graph_radius, tile), config.encoder.hidden_size,
                               config.encoder.head_dim)
@@ -212,8 +213,8 @@ def test_windowed_package_from_a_transformers_checkpoint_matches_modernbert_at_l
     assert 0 < error <= bound, (error, bound)
 
     # The same package fed a tile mask whose window edge is one token short leaves the bound.
-    from experiments.ane_engineering.decision.device_inputs import encoder_inputs
-    from experiments.ane_engineering.execute.backends import choose_backend
+    from experiments.ane_engineering.package.inputs.device_inputs import encoder_inputs
+    from experiments.ane_engineering.run.backends import choose_backend
 
     inputs = encoder_inputs(checkpoint.config, checkpoint.tensors, ids[0].tolist(), 1024, windowed())
     tiles = WindowTiles(1024, 64, 128)

@@ -10,7 +10,7 @@ written against coremltools' documented MLModel API and has not been run by this
 records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
 model's latency floor beside the measurement. Timings are of whatever backend ran: the `mil` backend is a numpy
 reference executor, not the Neural Engine. An embedding-kind package is timed the same way: the graph alone on
-synthetic inputs, and the full path from text to unit embedding (benchmarking/embedding_run.py).
+synthetic inputs, and the full path from text to unit embedding (evidence/benchmarking/embedding_run.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import json
 import sys
 from pathlib import Path
 
-from . import reference_run
+from .core import reference_run
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, run_main
-from .evidence.provenance import backend_record, portable_path
-from .execute.backends import BACKEND_CHOICES
-from .export.staging import check_output
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, atomic_file, run_main
+from .core.provenance import backend_record, portable_path
+from .run.backends import BACKEND_CHOICES
+from .core.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .benchmarking.run import benchmark
-    from .export.manifest import read_manifest
+    from .evidence.benchmarking.run import benchmark
+    from .package.manifest import read_manifest
 
     args = build_parser().parse_args(argv)
     check_output(args.output, [args.package, args.vs])
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     print(f"[benchmark] {args.package} L{args.length} ({'long input' if args.long else 'fixture input'})"
           + (f" vs {args.vs}" if args.vs else ""), file=sys.stderr, flush=True)
     if read_manifest(args.package)["kind"] == "embedding":
-        from .benchmarking.embedding_run import benchmark_embedding
+        from .evidence.benchmarking.embedding_run import benchmark_embedding
 
         if args.long or args.vs:
             raise UsageError("--long and --vs are for body packages")
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
 def cost_floor(package: Path, evidence_dir: Path) -> dict:
     """The cost model's latency floors for this package, to stand beside the measurement in a file written in
     `evidence_dir`."""
-    from .evidence.cost_model import cost_report
+    from .placement.cost_model import cost_report
 
     report = cost_report(Path(package))
     return {**report, "package": portable_path(report["package"], evidence_dir),
@@ -91,10 +92,10 @@ def cost_floor(package: Path, evidence_dir: Path) -> dict:
 
 
 def calibrated_prediction(report: dict) -> dict | None:
-    """The calibrated model's body and request predictions (evidence/calibration.py) on the reference run's chip, to
+    """The calibrated model's body and request predictions (placement/calibration.py) on the reference run's chip, to
     set beside a measurement of a package of the reference model's dimensions (None for other models)."""
-    from .evidence import calibration
-    from .evidence.cost_model import reference_model_mismatches
+    from .placement import calibration
+    from .placement.cost_model import reference_model_mismatches
 
     if reference_model_mismatches((report.get("manifest") or {}).get("model_config")):
         return None

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
+from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, run_main
-from .export.staging import check_output
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, atomic_file, run_main
+from .core.staging import check_output
 
 BACKENDS = ("reference", "bc1s", "mil", "coreml")
 
@@ -50,13 +51,13 @@ def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
 def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.ndarray]:
     """The lora_* inputs of an encoder package exported with --lora-rank: the given adapter, or the zero adapter
     (the base model). A package without LoRA inputs takes no adapter."""
-    from .decision import adapter as adapters
+    from .package.inputs import adapter as adapters
 
     if not manifest.get("lora"):
         if adapter_path is not None:
             raise UsageError("this package takes no LoRA inputs; export with --lora-rank to use --adapter")
         return {}
-    from .bc1s.lora import LoraSpec
+    from .model.bc1s.lora import LoraSpec
 
     spec = LoraSpec(manifest["lora"]["rank"], manifest["lora"]["alpha"], tuple(manifest["lora"]["targets"]))
     adapter = (adapters.zero_adapter(checkpoint.config, spec, "encoder") if adapter_path is None
@@ -66,10 +67,10 @@ def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.nda
 
 def encode_package(checkpoint, input_ids: list[int], backend: str, package, adapter=None) -> np.ndarray:
     """Run an encoder-kind package: verify its manifest against the source, prepare inputs, one backend call."""
-    from .decision.device_inputs import DeviceInputError, encoder_inputs
-    from .decision.host import require_finite
-    from .execute.backends import choose_backend
-    from .runtime import package_layout, verified_package
+    from .package.inputs.device_inputs import DeviceInputError, encoder_inputs
+    from .run.host import require_finite
+    from .run.backends import choose_backend
+    from .run.agent import package_layout, verified_package
 
     if package is None:
         raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")
@@ -92,7 +93,7 @@ def encode_package(checkpoint, input_ids: list[int], backend: str, package, adap
 def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = None, package=None,
            adapter=None) -> np.ndarray:
     """(tokens, hidden) float32 final hidden states of the valid tokens."""
-    from .decision.device_inputs import encoder_inputs
+    from .package.inputs.device_inputs import encoder_inputs
 
     enc = checkpoint.config.encoder
     if any(not 0 <= t < enc.vocab_size for t in input_ids):
@@ -108,7 +109,7 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
             ids = torch.tensor([input_ids])
             return model(model.embed(ids), torch.ones_like(ids, dtype=torch.bool))[0].numpy()
         if backend == "bc1s":
-            from .bc1s.models import bc1s_encoder
+            from .model.bc1s.models import bc1s_encoder
 
             length = length or smallest_bucket(n, buckets_within(enc.max_position_embeddings))
             if length is None or n > length:

@@ -2,7 +2,7 @@
 
 `--task decisions` (the default for a source with a decision head) stores per question the raw option logits,
 calibrated probabilities, action logits and probabilities, decisions and token usage. `--task embeddings` (the
-default for an encoder-only source) stores per text (question texts and fixtures/sentences.json) the mean-pooled,
+default for an encoder-only source) stores per text (question texts and package/inputs/fixtures/sentences.json) the mean-pooled,
 L2-normalised FP32 sentence embedding, for validating embedding-kind packages. Both record the fixture hash and
 the source hashes. Refuses an existing output.
 """
@@ -17,9 +17,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, run_main
-from .decision.questions import FIXTURE_PATH, load_questions
-from .export.staging import check_output
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, atomic_file, run_main
+from .package.inputs.questions import FIXTURE_PATH, load_questions
+from .core.staging import check_output
 from .validation.golden import make_golden
 
 
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     if task == "embeddings":
         return write_embedding_golden(checkpoint, args)
     if args.adapter is not None:
-        from .decision.adapter import load_adapter, merge
+        from .package.inputs.adapter import load_adapter, merge
 
         checkpoint = merge(checkpoint, load_adapter(args.adapter, checkpoint.config))
     with tqdm(total=len(load_questions(args.fixture)), desc="golden (FP32 reference)", unit="question",
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
 
 
 def write_embedding_golden(checkpoint, args) -> int:
-    from .embedding.texts import load_texts
+    from .package.inputs.texts import load_texts
     from .validation.embedding_golden import make_embedding_golden
 
     if args.adapter is not None or args.fixture != FIXTURE_PATH:

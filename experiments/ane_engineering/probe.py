@@ -16,12 +16,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from .buckets import DEFAULT_BUCKET
+from .core.buckets import DEFAULT_BUCKET
 from .checkpoint import load_checkpoint
-from .cli import add_source_argument, run_main
-from .export.attention_choice import CHOICES
-from .export.kinds import KINDS
-from .export.staging import check_output
+from .checkpoint.source import add_source_argument
+from .core.cli import run_main
+from .workflows.attention_choice import CHOICES
+from .package.kinds import KINDS
+from .core.staging import check_output
 from .model.window_tiles import DEFAULT_TILE
 
 
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .export.probe_run import PROBE_NAME, run_probe
+    from .workflows.probe_run import PROBE_NAME, run_probe
 
     args = build_parser().parse_args(argv)
     check_output(args.output)
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
     allow = {op.strip() for op in args.allow.split(",") if op.strip()}
     lora = None
     if args.lora_rank is not None:
-        from .bc1s.lora import LoraSpec
+        from .model.bc1s.lora import LoraSpec
 
         lora = LoraSpec(args.lora_rank, args.lora_alpha if args.lora_alpha is not None else float(args.lora_rank),
                         tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))

@@ -18,12 +18,13 @@ import time
 import traceback
 from pathlib import Path
 
-from .buckets import BUCKET_LENGTHS
+from .core.buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, run_main
-from .errors import HarnessError
-from .export.staging import check_output
-from .json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, run_main
+from .core.errors import HarnessError
+from .core.staging import check_output
+from .core.json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
 
 SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from .checkpoint import SOURCE_HELP, load_checkpoint
-from .cli import run_main
-from .export.staging import check_output
+from .core.cli import run_main
+from .core.staging import check_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .export.reweight import reweight
+    from .package.reweight import reweight
 
     args = build_parser().parse_args(argv)
     local_source = Path(args.source) if Path(args.source).is_dir() else None  # a checkpoint directory is an input too

@@ -14,13 +14,14 @@ import os
 import sys
 from pathlib import Path
 
-from .cli import UsageError, add_source_argument, run_main
-from .export.staging import check_output, staged_directory
-from .figures import Document
-from .palettize.candidate import BITS, MODES
-from .palettize.fast_palettizer import IMPLEMENTATIONS
-from .palettize.sweep_report import markdown_table, plot
-from .palettize.sweep_run import run_sweep
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, run_main
+from .core.staging import check_output, staged_directory
+from .core.figures import Document
+from .package.palettize.candidate import BITS, MODES
+from .package.palettize.fast_palettizer import IMPLEMENTATIONS
+from .evidence.sweep_report import markdown_table, plot
+from .workflows.sweep_run import run_sweep
 from .validation.golden import golden_path_for
 
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
         raise UsageError("--jobs must be >= 1")
     if args.repeats < 0:
         raise UsageError("--repeats must be >= 0")
-    from .export.manifest import read_manifest
+    from .package.manifest import read_manifest
 
     if read_manifest(args.package)["kind"] == "embedding" and args.golden is None:
         raise UsageError("--golden is required for an embedding package (make one with: golden --task embeddings)")

@@ -4,7 +4,7 @@ Every evaluated argmax (decision and action) must match the FP32 golden outputs;
 errors must be <= 0.02; all outputs finite; token usage unchanged; N repeated calls give identical public outputs.
 Option-logit and action-logit errors are reported too. Questions too long for a bucket are listed as skipped and
 unvalidated. With several packages, each bucket is validated and decisions must agree across buckets.
-Embedding-kind packages are judged by the embedding gates instead (gates.py: per-text cosine and max abs error
+Embedding-kind packages are judged by the embedding gates instead (core/gates.py: per-text cosine and max abs error
 against FP32 golden embeddings, similarity ranking of the texts unchanged, repeated calls identical); their golden
 file comes from `golden --task embeddings`.
 On failure the JSON says `passed: false` with the reasons and the exit status is 1 (2: refused to run).
@@ -19,11 +19,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import gates
+from .core import gates
 from .checkpoint import load_checkpoint
-from .cli import UsageError, add_source_argument, atomic_file, run_main
-from .execute.backends import BACKEND_CHOICES
-from .export.staging import check_output
+from .checkpoint.source import add_source_argument
+from .core.cli import UsageError, atomic_file, run_main
+from .run.backends import BACKEND_CHOICES
+from .core.staging import check_output
 from .validation.golden import golden_path_for, load_golden
 
 
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .runtime import ANEAgent
+    from .run.agent import ANEAgent
     from .validation.gate_run import validate
 
     args = build_parser().parse_args(argv)
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     golden_path = golden_path_for(args.source, args.golden, args.adapter)
     reference = checkpoint
     if args.adapter is not None:
-        from .decision.adapter import load_adapter, merge
+        from .package.inputs.adapter import load_adapter, merge
 
         reference = merge(checkpoint, load_adapter(args.adapter, checkpoint.config))
     golden = load_golden(golden_path, reference)
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
 def read_package_kind(package: Path) -> str | None:
     """The kind a package's manifest declares, or None when it cannot be read (the body path then refuses it in its
     own order: the golden file first, then each package)."""
-    from .export.manifest import ManifestError, read_manifest
+    from .package.manifest import ManifestError, read_manifest
 
     try:
         return read_manifest(package).get("kind")
@@ -98,7 +99,7 @@ def read_package_kind(package: Path) -> str | None:
 
 
 def validate_embedding_packages(args) -> int:
-    from .embedding.agent import EmbeddingAgent
+    from .run.embedding_agent import EmbeddingAgent
     from .validation.embedding_golden import load_embedding_golden
     from .validation.embedding_run import validate_embeddings
 

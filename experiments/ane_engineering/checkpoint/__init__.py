@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from ..json_documents import SHA256, STRING, open_object
+from ..core.json_documents import SHA256, STRING, open_object
 from .config import ConfigError, ModelConfig, parse_config
 from .files import (TOKENIZER_FILE, read_config_json, read_shapes, read_tensors, sha256_file, weight_files,
                     weights_sha256, CONFIG_FILE)

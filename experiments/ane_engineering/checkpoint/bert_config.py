@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..json_documents import POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
+from ..core.json_documents import POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
 from .config import GELU_ERF_NAMES, LAYER_COUNT, TOKEN_ID, VOCAB_SIZE, ConfigError, _device_dimension
 
 BERT_MODEL_TYPE = "bert"
@@ -26,7 +26,7 @@ BERT_SCHEMA = open_object(
         "hidden_size": _device_dimension(), "num_hidden_layers": LAYER_COUNT,
         "num_attention_heads": _device_dimension(), "intermediate_size": _device_dimension(),
         "vocab_size": VOCAB_SIZE, "hidden_act": {"enum": list(GELU_ERF_NAMES)}, "layer_norm_eps": POSITIVE_NUMBER,
-        # Host tables: the position table bounds the bucket (export/kinds.py refuses longer ones), never the device.
+        # Host tables: the position table bounds the bucket (package/kinds.py refuses longer ones), never the device.
         "max_position_embeddings": POSITIVE_INTEGER,
     },
     {

@@ -4,7 +4,7 @@
   scorer, action head, calibration) and the byte-level tokenizer. Its decisions have clear margins on the fixture
   questions: random weights from a fixed seed, except the two last decision maps, which carry the committed
   minimum-norm fit (builtin_tiny_fit.json, applied by builtin_fit.py). The fit and the measurement of its margins
-  need the reference model, a later stage: they live in decision/margins.py, and the tests re-measure the margins.
+  need the reference model, a later stage: they live in validation/margins.py, and the tests re-measure the margins.
 - `builtin:mmbert-base-shape`: mmBERT-base dimensions (22 layers, 768 hidden, 12 heads, GeGLU 1152, vocab
   256,000) with random weights, for timing and memory work. No margin search: its decisions mean nothing.
 
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from ..errors import HarnessError
-from ..json_documents import read_json
+from ..core.errors import HarnessError
+from ..core.json_documents import read_json
 from .builtin_fit import FIT_PATH, FIT_SCHEMA, apply_fit
 from .config import ModelConfig, head_config_to_json, parse_config
 from .tensors import expected_tensors, require_host_memory

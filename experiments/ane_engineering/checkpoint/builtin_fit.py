@@ -1,6 +1,6 @@
 """builtin:tiny's committed margin fit, applied when the built-in source is written.
 
-builtin_tiny_fit.json holds new values for the two last decision maps (decision/margins.py makes it with the FP32
+builtin_tiny_fit.json holds new values for the two last decision maps (validation/margins.py makes it with the FP32
 reference model, a later stage of the pipeline). Applying it here needs no model: the values replace the random
 ones exactly (float32 in JSON), so every machine writes identical bytes, and a fit made for other base weights is
 refused by their digest.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..json_documents import NUMBER, POSITIVE_INTEGER, SHA256, array_of, closed_object, open_object
+from ..core.json_documents import NUMBER, POSITIVE_INTEGER, SHA256, array_of, closed_object, open_object
 from .tensors import HEAD_PREFIX
 
 FIT_PATH = Path(__file__).with_name("builtin_tiny_fit.json")
@@ -40,7 +40,7 @@ def apply_fit(tensors: dict, fitted: dict) -> dict:
     """Replace the fitted tensors; refuses a fit made for other base weights."""
     if fitted["base_tensors_sha256"] != tensors_digest(tensors):
         raise RuntimeError(f"{FIT_PATH.name} was fitted to other base weights; regenerate it with "
-                           "`python -m experiments.ane_engineering.decision.margins`")
+                           "`python -m experiments.ane_engineering.validation.margins`")
     out = dict(tensors)
     for name, entry in fitted["tensors"].items():
         value = torch.tensor(entry["values"], dtype=torch.float32).reshape(entry["shape"])

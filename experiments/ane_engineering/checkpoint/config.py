@@ -4,7 +4,7 @@ The encoder fields are the ones transformers' `ModernBertConfig` writes; the dec
 `decision_head` section of the same file (see README "Checkpoint format"). The structure and the bounds of every
 field are declared as JSON Schemas (MODERNBERT_SCHEMA, DECISION_HEAD_SCHEMA) and checked by json_documents.check,
 which names the field on any problem; the relations between fields are checked in code after it. Every size is
-bounded before anything is built from it (limits.py): a wrong config must never silently become a different model,
+bounded before anything is built from it (core/limits.py): a wrong config must never silently become a different model,
 nor a request for more memory than the machine has.
 
 Another model family is another schema, dataclass and parse function (its own module): the parse function checks
@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import HarnessError
-from ..json_documents import (BOOLEAN, NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER,
+from ..core.errors import HarnessError
+from ..core.json_documents import (BOOLEAN, NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER,
                               STRING, array_of, check, closed_object, open_object)
-from ..limits import MAX_DIMENSION, MAX_LAYERS
+from ..core.limits import MAX_DIMENSION, MAX_LAYERS
 
 if TYPE_CHECKING:
     from .bert_config import BertEncoderConfig
@@ -86,7 +86,7 @@ class CalibrationConfig:
 
 @dataclass(frozen=True)
 class ActionHeadConfig:
-    """Small FP32 host MLP on features of softmax(raw option logits); see decision/host.py for the features."""
+    """Small FP32 host MLP on features of softmax(raw option logits); see run/host.py for the features."""
 
     hidden_size: int
     actions: tuple[str, ...]
@@ -123,7 +123,7 @@ class ModelConfig:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Schemas: the structure and per-field bounds of config.json (json_documents.py); relations between fields
+# Schemas: the structure and per-field bounds of config.json (core/json_documents.py); relations between fields
 # (divisibility, vocabulary ranges, layer lists, RoPE agreement) are checked in code below.
 # ----------------------------------------------------------------------------------------------------------------
 def _device_dimension(minimum: int = 1) -> dict:
@@ -156,7 +156,7 @@ MODERNBERT_SCHEMA = open_object(
                             "additionalProperties": {"type": ["object", "null"], "required": ["rope_theta"],
                                                      "properties": {"rope_type": {"const": "default"},
                                                                     "rope_theta": POSITIVE_NUMBER}}},
-        # Not a device dimension: the device sees the bucket length, which export/kinds.py bounds by this and by
+        # Not a device dimension: the device sees the bucket length, which package/kinds.py bounds by this and by
         # MAX_DIMENSION.
         "max_position_embeddings": POSITIVE_INTEGER,
     },

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ..json_documents import ANY_OBJECT, open_object, read_json
+from ..core.json_documents import ANY_OBJECT, open_object, read_json
 from .config import ConfigError
 from .tensors import CheckpointError
 

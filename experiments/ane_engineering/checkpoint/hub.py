@@ -11,8 +11,8 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import HarnessError
-from ..json_documents import NON_EMPTY_STRING, STRING, open_object, read_json
+from ..core.errors import HarnessError
+from ..core.json_documents import NON_EMPTY_STRING, STRING, open_object, read_json
 
 PINS_FILE = Path(__file__).with_name("hub_pins.json")
 COMMIT_PATTERN = re.compile(r"^[0-9a-f]{40}$")

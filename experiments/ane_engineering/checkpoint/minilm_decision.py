@@ -5,7 +5,7 @@ exists here. This source takes the encoder from the packaged source `all-minilm-
 weights, config fields and tokenizer) and adds the deterministic decision head of the built-ins: random weights
 from the built-in seed (checkpoint/builtin.py `random_tensors`), except `decision_head.scorer.out` and
 `decision_head.action.fc2`, which carry the committed minimum-norm margin fit (minilm_decision_fit.json), made the
-way builtin:tiny's is (decision/margins.py; README "Why builtin:tiny decisions have clear margins") on the real
+way builtin:tiny's is (validation/margins.py; README "Why builtin:tiny decisions have clear margins") on the real
 encoder's features, with MiniLM's tokenizer. The head's layout tokens are MiniLM's own specials: [CLS], [SEP], and
 [MASK] as the option marker.
 
@@ -14,7 +14,7 @@ ranges, palettization error and gates of the encoder are real); the decisions th
 
 Written into the built-in cache like the other built-ins, keyed by a fingerprint of this builder, the fit and the
 installed MiniLM files. Regenerate the fit with
-`python -m experiments.ane_engineering.decision.minilm_fit` after changing the head, the fixture or the encoder.
+`python -m experiments.ane_engineering.fit_minilm_margins` after changing the head, the fixture or the encoder.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ..errors import HarnessError
+from ..core.errors import HarnessError
 from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_tensors
 from .config import ModelConfig, head_config_to_json, parse_config
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_config_json
-from ..json_documents import read_json
+from ..core.json_documents import read_json
 from .builtin_fit import FIT_SCHEMA, apply_fit
 from .packaged import resolve_packaged
 from .tensors import HEAD_PREFIX
@@ -70,7 +70,7 @@ def base_tensors(encoder_dir: Path) -> tuple[ModelConfig, dict, dict[str, torch.
 def build(directory: Path) -> dict:
     encoder_dir = resolve_packaged(ENCODER_SOURCE)
     if not FIT_PATH.is_file():
-        raise FitMissingError(f"{FIT_PATH} is missing; make it with `python -m experiments.ane_engineering.decision.minilm_fit`")
+        raise FitMissingError(f"{FIT_PATH} is missing; make it with `python -m experiments.ane_engineering.fit_minilm_margins`")
     config, raw, tensors = base_tensors(encoder_dir)
     tensors = apply_fit(tensors, read_json(FIT_PATH, FIT_SCHEMA))
     raw = {**raw, "decision_head": head_config_to_json(config.head)}

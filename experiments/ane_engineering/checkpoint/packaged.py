@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HarnessError
+from ..core.errors import HarnessError
 
 
 @dataclass(frozen=True)

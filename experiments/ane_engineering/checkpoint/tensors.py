@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import HarnessError
-from ..limits import FLOAT32_BYTES, physical_memory_bytes
+from ..core.errors import HarnessError
+from ..core.limits import FLOAT32_BYTES, physical_memory_bytes
 from .bert_config import is_bert
 from .bert_tensors import BERT_PREFIX, bert_ignored, expected_bert_tensors
 from .config import ConfigError, ModelConfig
@@ -21,7 +21,7 @@ MLM_PREFIX = "model."
 # Masked-LM head tensors that ride along in `ModernBertForMaskedLM` checkpoints and are not part of this model.
 MLM_HEAD_TENSORS = ("head.dense.weight", "head.dense.bias", "head.norm.weight", "head.norm.bias",
                     "decoder.weight", "decoder.bias")
-# Features of softmax(raw option logits) fed to the action head; decision/host.py computes them in this order.
+# Features of softmax(raw option logits) fed to the action head; run/host.py computes them in this order.
 ACTION_FEATURES = ("p_top1", "p_top2", "margin", "normalized_entropy", "option_fraction",
                    "kind_choice", "kind_score", "kind_noul")
 
@@ -104,7 +104,7 @@ def ignored_tensors(stored, config: ModelConfig) -> dict[str, str]:
 
 def require_host_memory(config: ModelConfig, where: str = "config.json") -> int:
     """The parameter count of `config`, refused before any tensor exists if its float32 weights (the form the harness
-    holds them in) exceed this machine's physical memory (limits.py). The count walks the tensor names, which the
+    holds them in) exceed this machine's physical memory (core/limits.py). The count walks the tensor names, which the
     schema's layer bound keeps to a few hundred thousand at most."""
     parameters = sum(math.prod(shape) for shape in expected_tensors(config).values())
     memory = physical_memory_bytes()

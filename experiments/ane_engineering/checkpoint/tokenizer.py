@@ -49,7 +49,7 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
     A tokenizer.json may carry padding and truncation settings (all-MiniLM-L6-v2's pads and truncates every
     encoding to 128 tokens). Both are switched off: inputs are never truncated here, and padding to a bucket is the
-    host's job (decision/device_inputs.py), with a mask the tokenizer knows nothing about."""
+    host's job (package/inputs/device_inputs.py), with a mask the tokenizer knows nothing about."""
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files

@@ -6,13 +6,13 @@ largest |value| at every tensor site of the FP32 torch BC1S body and compare it 
 ranges: FP16 rounding (2^-11 relative per op) moves magnitudes far less than the 4x margin of a "near" verdict.
 
 How it runs: every fixture question that fits one of `lengths` runs on the smallest such bucket, with the device
-inputs of decision/device_inputs.py `body_inputs`, through `BC1SBody(config, tensors, length)` in FP32. Forward hooks
+inputs of package/inputs/device_inputs.py `body_inputs`, through `BC1SBody(config, tensors, length)` in FP32. Forward hooks
 (`register_forward_hook` / `register_forward_pre_hook`) on the body's submodules record each site. Two kinds of site
 are not module outputs:
-  - attention (bc1s/attention.py): SingleHeadAttention reports its intermediates to an analysis-only `observer`
+  - attention (model/bc1s/attention.py): SingleHeadAttention reports its intermediates to an analysis-only `observer`
     (q, k, v, the RoPE halves, per head the two half score einsums and their sum -- the score tensor before the
     mask --, each head's output and the concatenated heads); the observer is None while exporting;
-  - GeGLU (bc1s/ffn.py): gelu(input conv) is recomputed from the input conv's output with the module's
+  - GeGLU (model/bc1s/ffn.py): gelu(input conv) is recomputed from the input conv's output with the module's
     `approximate`; the product gelu(input) * gate is the input of the output conv (a hook point).
 
 Per site it keeps the max |value| over VALID token columns only (the columns of real tokens; padding columns are
@@ -59,15 +59,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..bc1s.bert import BertBC1SLayer
-from ..bc1s.ffn import GeGLUConv
-from ..bc1s.models import BC1SBody
-from ..bc1s.norm import ChannelLayerNorm
-from ..buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
+from ..model.bc1s.bert import BertBC1SLayer
+from ..model.bc1s.ffn import GeGLUConv
+from ..model.bc1s.models import BC1SBody
+from ..model.bc1s.norm import ChannelLayerNorm
+from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
 from ..checkpoint.bert_config import is_bert
-from ..decision.device_inputs import body_inputs
-from ..decision.questions import Question, encode_question, fixture_sha256, load_questions
-from ..figures import Document
+from ..package.inputs.device_inputs import body_inputs
+from ..package.inputs.questions import Question, encode_question, fixture_sha256, load_questions
+from ..core.figures import Document
 
 FP16_MAX = 65504.0
 NEAR_HEADROOM = 4.0  # headroom below this is "near"
@@ -181,7 +181,7 @@ class RangeRecorder:
 
     def columns(self, width: int) -> torch.Tensor:
         """The (width,) bool of columns that reach a read-out: valid tokens of an L-wide tensor, active marker slots
-        of an M-wide one (the last head layer and the scorer compute the marker columns only: bc1s/markers.py)."""
+        of an M-wide one (the last head layer and the scorer compute the marker columns only: model/bc1s/markers.py)."""
         if width == len(self.valid):
             return self.valid
         if width == len(self.active_slots):
@@ -589,7 +589,7 @@ def range_report(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question] |
         "fp16_max": FP16_MAX, "near_headroom": NEAR_HEADROOM, "mask_bias": MASK_BIAS,
         "exp_underflow": {"fp16": FP16_EXP_UNDERFLOW, "fp32": FP32_EXP_UNDERFLOW},
         "mask_spread_limit_fp16": MASK_SPREAD_LIMIT, "score_clamp": SCORE_CLAMP,
-        "reference": "FP32 torch BC1SBody (bc1s/models.py) on body_inputs, forward hooks; attention intermediates "
+        "reference": "FP32 torch BC1SBody (model/bc1s/models.py) on body_inputs, forward hooks; attention intermediates "
                      "reported by the attention module's analysis observer; gelu recomputed from the input conv",
         "questions": {"fixture_sha256": fixture_sha256() if questions is None else None,
                       "lengths": sorted(int(x) for x in lengths),
@@ -651,7 +651,7 @@ def expectation(source: str, report: dict) -> str:
 def range_evidence(checkpoint, lengths=BUCKET_LENGTHS, limits: dict[int, int] | None = None,
                    load_seconds: float | None = None) -> dict:
     """The evidence JSON of one range analysis, with provenance."""
-    from .provenance import harness_fingerprint, machine, tool_versions
+    from ..core.provenance import harness_fingerprint, machine, tool_versions
 
     report = range_report(checkpoint, lengths=lengths, limit_per_bucket=limits or None)
     subset = bool(limits) and any(s["reason"].startswith("limit") for s in report["questions"]["skipped"])
@@ -684,9 +684,9 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
     """Run the analysis and write its evidence to a new file (refused if it exists)."""
     import json
 
-    from ..cli import atomic_file
+    from ..core.cli import atomic_file
 
-    from ..torch_threads import single_torch_thread
+    from ..core.torch_threads import single_torch_thread
 
     with single_torch_thread():  # many small FP32 ops: one thread is several times faster on a shared 2-core machine
         evidence = range_evidence(checkpoint, lengths)

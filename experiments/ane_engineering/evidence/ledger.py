@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import HarnessError
-from ..figures import Document, format_value, value_at
-from ..json_documents import ANY_OBJECT, read_json
+from ..core.errors import HarnessError
+from ..core.figures import Document, format_value, value_at
+from ..core.json_documents import ANY_OBJECT, read_json
 
 NUMBER = re.compile(r"(?<![\w.\-/])(\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?![\w.])")
 CODE_SPAN = re.compile(r"`[^`]*`")

@@ -2,7 +2,7 @@
 
 How a section prints (ledger.py): it opens each JSON file with `ledger.open(path)`, an `Evidence`, and prints every
 figure -- and every string of the evidence that may hold digits -- as `ev.fig(*json_path, fmt=...)` (formats:
-figures.py); `link(ev)` links the file with its SHA256. `ev.value(*json_path)` reads a field for the section's own
+core/figures.py); `link(ev)` links the file with its SHA256. `ev.value(*json_path)` reads a field for the section's own
 logic (which rows, a pass/fail word, a hash in a code span) and is not printed as a number. Nothing is computed
 here: a derived figure (a ratio, a share) belongs in the evidence file. Rendering returns the text and its ledger
 (`Rendered`): for every figure, the file, the JSON path, the format and where it landed. `check_report` re-reads
@@ -13,7 +13,7 @@ To add a section:
   (file name, section_x) to FULL_SIZE_SECTIONS; another file it needs is `ev.ledger.open(path)`;
 - a reproduce run directory: `def section_x(ledger: Ledger, root: Path) -> list[str]` ([] when its file is
   absent), and add it to RUN_SECTIONS.
-Facts from outside the project (the reference run) are printed from reference_run.json the same way.
+Facts from outside the project (the reference run) are printed from core/reference_run.json the same way.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import reference_run
+from ..core import reference_run
+from ..core.provenance import REPOSITORY_ROOT
 from .ledger import Evidence, Figure, Ledger, ReportError, check_report
 from .render_executor import sections as executor_sections
 
-REPOSITORY = Path(__file__).resolve().parents[3]
+REPOSITORY = REPOSITORY_ROOT
 REFERENCE_RUN_FILE = reference_run.PATH.relative_to(REPOSITORY).as_posix()  # where a repository keeps it
 
 
@@ -105,7 +106,7 @@ def section_sweep(ledger: Ledger, root: Path) -> list[str]:
     ev = _open(ledger, root / "sweep" / "sweep.json")
     if ev is None:
         return []
-    from ..palettize.sweep_report import markdown_table
+    from .sweep_report import markdown_table
 
     table = markdown_table(ev, evidence_name=ev.path.relative_to(root).as_posix())
     png = root / "sweep" / "sweep.png"
@@ -220,7 +221,7 @@ def section_cost_model(ev: Evidence) -> list[str]:
 
 
 def _reference_run_lines(cost: Evidence) -> list[str]:
-    """The reference run's timings (from reference_run.json) beside the floors the cost-model evidence set them by."""
+    """The reference run's timings (from core/reference_run.json) beside the floors the cost-model evidence set them by."""
     ref = cost.ledger.open(cost.ledger.root / REFERENCE_RUN_FILE)
     measurements = {m["id"]: i for i, m in enumerate(ref.value("timings", "measurements"))}
     machine, software = ("machine",), ("software",)

@@ -22,7 +22,7 @@ def section_executor_models(ev: Evidence) -> list[str]:
              "executor on the CPU and compared with torch FP32; torch's own FP16 run (`model.half()`) is the "
              f"yardstick. Criterion: executor error at most {ev.fig('criterion', 'factor', fmt='.0f')} x the torch "
              f"FP16 error plus {ev.fig('criterion', 'floor', fmt='num4')} x the output scale (derivation: "
-             f"`execute/model_zoo.py`). {_link(ev)}"), "",
+             f"`run/mil/model_zoo.py`). {_link(ev)}"), "",
              ("| model | executor max abs error | torch FP16 max abs error | ratio | bound | fp32-accumulate | "
              "fp16-strict error | fp16-strict |"), "|---|---|---|---|---|---|---|---|"]
     for i, row in enumerate(ev.value("models")):
@@ -51,7 +51,7 @@ def section_executor_conformance(ev: Evidence, title: str = "coremltools' MIL op
              + ("" if ev.value("selection", "complete_suite") else " (a documented subset)"))
     lines = [f"### {title}", "",
              ("coremltools ships its op tests (`ops/tests/iOS14`..`iOS18`); on Linux they skip the prediction. The "
-             "plugin `execute/coremltools_suite.py` answers it with the executor and keeps coremltools' own expected "
+             "plugin `run/mil/coremltools_suite.py` answers it with the executor and keeps coremltools' own expected "
              f"outputs and tolerances. Run: {scope}, wall time {ev.fig('wall_seconds', fmt='.0f')} s. {_link(ev)}"), "",
              (f"Cases: {ev.fig(*total, 'passed', fmt='d')} passed, {ev.fig(*total, 'failed', fmt='d')} failed, "
              f"{ev.fig(*total, 'error', fmt='d')} errors, {ev.fig(*total, 'skipped', fmt='d')} skipped (exclusions "

@@ -65,7 +65,7 @@ def section_embedding_validation(ledger: Ledger, root: Path) -> list[str]:
     ev = ledger.open(path)
     gates = ("gates",)
     lines = ["#### Validation against FP32 golden embeddings", "",
-             f"Backend `{ev.value('backend', 'backend')}`; gates (gates.py, from one budget: no similarity between two "
+             f"Backend `{ev.value('backend', 'backend')}`; gates (core/gates.py, from one budget: no similarity between two "
              f"texts may move by more than {ev.fig(*gates, 'similarity_error_max')}): cosine to golden >= "
              f"{ev.fig(*gates, 'cosine_min', fmt='.8f')}, max abs error <= {ev.fig(*gates, 'abs_max', fmt='.6f')}, no "
              f"resolved pair of the similarity ranking swapped (tie band {ev.fig(*gates, 'rank_tie_band')}), "

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ..buckets import MASK_BIAS
-from ..errors import HarnessError
+from ..core.buckets import MASK_BIAS
+from ..core.errors import HarnessError
 
 
 class MaskInputError(HarnessError):

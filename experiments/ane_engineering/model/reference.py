@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..buckets import INACTIVE_LOGIT
+from ..core.buckets import INACTIVE_LOGIT
 from ..checkpoint.config import GELU_TANH_NAMES, ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
-from ..errors import HarnessError
+from ..core.errors import HarnessError
 from .masks import allowed
 from .rope import half_tables
 

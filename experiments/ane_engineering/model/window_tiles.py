@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..buckets import MASK_BIAS
-from ..errors import HarnessError
+from ..core.buckets import MASK_BIAS
+from ..core.errors import HarnessError
 
 LAYOUTS = ("dense", "windowed")
 # Default tile: the calibrated cost model's lowest predicted L1024 body among T = 32, 64, 128, 256 on the
 # mmBERT-base shape (ANE_MATH.md section 15; the long-attention evidence records the scan, and
-# export/attention_choice.py `tile_scan` recomputes it for any checkpoint).
+# workflows/attention_choice.py `tile_scan` recomputes it for any checkpoint).
 DEFAULT_TILE = 128
 
 

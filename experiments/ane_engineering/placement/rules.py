@@ -29,8 +29,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from .. import reference_run
-from ..limits import MAX_DIMENSION
+from ..core import reference_run
+from ..core.limits import MAX_DIMENSION
 
 SEVERITIES = ("error", "warning")
 ORION_STATUSES = ("enforced", "warned", "not applicable")
@@ -380,7 +380,7 @@ TILE_MASK_INPUT = "window_mask"
 def tile_axes(ctx: CheckContext) -> set[int]:
     """Sizes dim 2 may take as a tile axis: from a (1, W, nT, T) tile mask input, nT (query tiles) and nT - s for
     s = 1..ceil(r / T), r = (W - T) / 2 (the tiles a window piece shifted by s tiles is cut from,
-    bc1s/windowed_attention.py). Empty without such an input."""
+    model/bc1s/windowed_attention.py). Empty without such an input."""
     var = ctx.inputs.get(TILE_MASK_INPUT)
     shape = tuple(var.shape) if var is not None and var.shape is not None else ()
     if len(shape) != 4 or any(is_symbolic_dim(d) for d in shape):

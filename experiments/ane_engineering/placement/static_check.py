@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..errors import HarnessError
+from ..core.errors import HarnessError
 from .rules import CATALOGUE, CheckContext, Rule, is_const_like
 
 LABEL = "prediction (static rules; not a Core ML compute plan)"

@@ -15,9 +15,9 @@ import numpy as np
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..model.sentence_embedder import ReferenceEmbedder
-from ..embedding.texts import load_texts, texts_sha256, token_ids
-from ..evidence.provenance import harness_fingerprint, tool_versions
-from ..json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
+from ..package.inputs.texts import load_texts, texts_sha256, token_ids
+from ..core.provenance import harness_fingerprint, tool_versions
+from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
                               STRING, array_of, open_object, read_json)
 from .golden import GoldenError
 

@@ -1,4 +1,4 @@
-"""Validate embedding-kind packages against FP32 golden embeddings with the embedding gates of gates.py.
+"""Validate embedding-kind packages against FP32 golden embeddings with the embedding gates of core/gates.py.
 
 Per bucket: every golden text that fits is embedded by the package and compared with its golden embedding
 (cosine, max abs error, finiteness); texts that do not fit are listed as skipped and unvalidated. Then, over the
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import gates
-from ..evidence.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
+from ..core import gates
+from ..core.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
 from .gate_run import package_records
 
 RULES = ("per text: cosine to golden >= EMBEDDING_COSINE_MIN, max abs error <= EMBEDDING_ABS_MAX, finite; per "
          "bucket: no resolved pair of the similarity ranking swapped (tie band RANK_TIE_BAND), repeated calls "
-         "bit-identical (gates.py derives the thresholds from SIMILARITY_ERROR_MAX)")
+         "bit-identical (core/gates.py derives the thresholds from SIMILARITY_ERROR_MAX)")
 
 
 def compare_embedding(candidate: np.ndarray, golden: np.ndarray) -> dict:

@@ -1,4 +1,4 @@
-"""Validate packages against FP32 golden outputs with the gates of gates.py.
+"""Validate packages against FP32 golden outputs with the gates of core/gates.py.
 
 Per bucket: every fixture question that fits is run through the ANEAgent on that bucket's package and compared with
 its golden record; questions that do not fit are listed as skipped and unvalidated, never counted as passed. Then
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import gates
-from ..decision.host import NonFiniteOutputError
-from ..decision.questions import load_questions
-from ..evidence.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
-from ..runtime import ANEAgent
+from ..core import gates
+from ..run.host import NonFiniteOutputError
+from ..package.inputs.questions import load_questions
+from ..core.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
+from ..run.agent import ANEAgent
 from .golden import GoldenError
 
 

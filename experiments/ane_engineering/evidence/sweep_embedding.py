@@ -1,0 +1,91 @@
+"""The palettization sweep of an embedding-kind package: each candidate judged by the embedding gates
+(validation/embedding_run.py, thresholds in core/gates.py), with its own table row and size-against-error plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core import gates
+from ..core.figures import Document
+
+
+def embedding_row_fields(report: dict) -> dict:
+    (length, summary), = report["summary"].items()
+    ranking = summary["ranking"] or {}
+    return {"length": int(length), "evaluated": summary["evaluated"], "skipped": len(summary["skipped"]),
+            "min_cosine": summary["min_cosine"], "max_cosine_distance": summary["max_cosine_distance"],
+            "max_abs_error": summary["max_abs_error"],
+            "max_similarity_error": ranking.get("max_similarity_error"),
+            "resolved_pairs": ranking.get("resolved_pairs"),
+            "resolved_pairs_swapped": ranking.get("resolved_pairs_swapped"),
+            "top1_neighbour_agreement": ranking.get("top1_neighbour_agreement")}
+
+
+def gate_fields() -> dict:
+    return {"similarity_error_max": gates.SIMILARITY_ERROR_MAX, "cosine_min": gates.EMBEDDING_COSINE_MIN,
+            "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND}
+
+
+def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
+    """The embedding sweep's table; every figure printed through `sweep.fig` (see sweep_report.markdown_table)."""
+    rows = [("baseline",)] + [("candidates", i) for i in range(len(sweep.value("candidates")))]
+    lines = [
+        f"Palettization sweep of the embedding package `{sweep.value('parent', 'path')}` "
+        f"(L{sweep.fig('parent', 'length', fmt='d')}), validated through the `{sweep.value('backend')}` backend against "
+        f"FP32 golden embeddings; gates: cosine >= {sweep.fig('gate', 'cosine_min', fmt='.8f')}, max abs error <= "
+        f"{sweep.fig('gate', 'abs_max', fmt='.6f')}, no resolved pair of the similarity ranking swapped (tie band "
+        f"{sweep.fig('gate', 'rank_tie_band')}). Source: `{evidence_name}` (harness "
+        f"`{sweep.value('harness', 'sha256')[:12]}`).",
+        "",
+        "| candidate | bits | mode | group | size (MB) | vs FP16 | texts | min cosine | max cosine distance | max abs err "
+        "| max similarity err | resolved pairs swapped | top-1 neighbour | gates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {sweep.fig(*row, 'name')} | {sweep.fig(*row, 'bits', fmt='d')} | {sweep.fig(*row, 'mode')} | "
+            f"{sweep.fig(*row, 'group_size', fmt='d')} | {sweep.fig(*row, 'package_mb', fmt='.3f')} | "
+            f"{sweep.fig(*row, 'size_ratio_vs_fp16', fmt='.3f')} | {sweep.fig(*row, 'evaluated', fmt='d')} | "
+            f"{sweep.fig(*row, 'min_cosine', fmt='.8f')} | {sweep.fig(*row, 'max_cosine_distance', fmt='.2e')} | "
+            f"{sweep.fig(*row, 'max_abs_error', fmt='.6f')} | {sweep.fig(*row, 'max_similarity_error', fmt='.6f')} | "
+            f"{sweep.fig(*row, 'resolved_pairs_swapped', fmt='d')}/{sweep.fig(*row, 'resolved_pairs', fmt='d')} | "
+            f"{sweep.fig(*row, 'top1_neighbour_agreement', fmt='d')}/{sweep.fig(*row, 'evaluated', fmt='d')} | "
+            f"{'pass' if sweep.value(*row, 'passed') else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(sweep: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gate = sweep["gate"]
+    rows = [sweep["baseline"]] + sweep["candidates"]
+    markers = {"fp16": "*", "uniform": "s", "kmeans": "o"}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for row in rows:
+        size, label = row["package_mb"], row["name"]
+        if size is None or row["min_cosine"] is None or row["max_similarity_error"] is None:
+            continue  # refused or non-finite: no figure to plot (the table lists it as FAIL)
+        color = "tab:green" if row["passed"] else "tab:red"
+        distance = max(row["max_cosine_distance"], 1e-9)
+        left.scatter(size, distance, marker=markers[row["mode"]], color=color)
+        left.annotate(label, (size, distance), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        right.scatter(size, max(row["max_similarity_error"], 1e-9), marker=markers[row["mode"]], color=color)
+        right.annotate(label, (size, max(row["max_similarity_error"], 1e-9)), fontsize=7, xytext=(3, 3),
+                       textcoords="offset points")
+    left.axhline(1.0 - gate["cosine_min"], color="black", linestyle="--", label=f"gate {1.0 - gate['cosine_min']:.3g}")
+    left.set(xlabel="package size (MB)", ylabel="1 - min cosine to golden", yscale="log",
+             title="embedding direction error (green: passes all gates, red: fails)")
+    left.legend(loc="upper right")
+    right.axhline(gate["similarity_error_max"], color="black", linestyle="--",
+                  label=f"budget {gate['similarity_error_max']}")
+    right.set(xlabel="package size (MB)", ylabel="max |similarity error|", yscale="log",
+              title="largest change of any text-to-text similarity")
+    right.legend(loc="upper right")
+    figure.suptitle(f"Palettization sweep of the sentence embedder, L{sweep['parent']['length']}, {sweep['backend']} "
+                    "backend (square: uniform, circle: k-means, star: FP16)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,71 @@
+"""`python -m experiments.ane_engineering.execute`: run any Core ML ML program (.mlpackage) on Linux with the
+`mil` executor, or describe it.
+
+    --describe           inputs and outputs (shapes, types, enumerated shapes, ranges), opset, op counts, and
+                         every op type the executor cannot run (exit 1 if there is one)
+    --inputs IN.npz      one array per input name (allow_pickle=False); shapes are checked against the
+                         program's fixed, enumerated or ranged shapes before anything runs
+    --output OUT.npz     new file: one array per output name (declared dtype; a classifier's label as a 0-d array,
+                         its probabilities as a structured array with fields class, probability)
+
+The package may be any .mlpackage (our manifest is not needed) or one of our export directories.
+Exit status: 0 done, 1 --describe found unsupported ops, 2 refused (unsupported op, bad input, existing output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .core.cli import UsageError, atomic_file, run_main
+from .core.staging import check_output
+from .run.mil.numerics import FP32_ACCUMULATE, MODES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.execute", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", required=True, type=Path, help=".mlpackage (or an export directory holding one)")
+    parser.add_argument("--describe", action="store_true", help="describe the package instead of running it")
+    parser.add_argument("--json", action="store_true", help="with --describe: print JSON")
+    parser.add_argument("--inputs", type=Path, help=".npz with one array per input name")
+    parser.add_argument("--output", type=Path, help="new .npz for the outputs (refused if it exists)")
+    parser.add_argument("--mode", choices=MODES, default=FP32_ACCUMULATE,
+                        help="fp32-accumulate: float32 inside each op, fp16 storage (default); fp16-strict: every "
+                             "step rounded to fp16 (slow, a pessimistic bound)")
+    parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
+    return parser
+
+
+def main(argv=None) -> int:
+    from .run.mil import tool
+
+    args = build_parser().parse_args(argv)
+    # coremltools warns at import that it cannot predict here (no libcoremlpython) and about untested versions of
+    # torch / scikit-learn: true off macOS and irrelevant to running a package here, so kept off this command's output
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+    if args.describe:
+        if args.inputs or args.output:
+            raise UsageError("--describe takes no --inputs or --output")
+        info = tool.describe_package(args.package, args.function)
+        print(json.dumps(info, indent=1) if args.json else tool.format_description(info))
+        return 0 if info["every_op_supported"] else 1
+    if args.inputs is None or args.output is None:
+        raise UsageError("give --inputs IN.npz and --output OUT.npz (or --describe)")
+    if args.output.suffix != ".npz":
+        raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
+    check_output(args.output, [args.package, args.inputs])  # before loading anything
+    arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode, args.function)
+    with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
+    print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

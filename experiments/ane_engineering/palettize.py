@@ -1,0 +1,47 @@
+"""`python -m experiments.ane_engineering.palettize`: weight-only palettization of an exported package.
+
+Per-grouped-channel LUTs (FP16, 2^bits entries per group of output channels) for conv weights of more than 2048
+elements only: RoPE tables, norm parameters and masks stay untouched. Modes: uniform (coremltools) and kmeans (the
+project's exact k-means by default, `--implementation coremltools` for coremltools' own). The new manifest records
+the parent package's hashes and every setting. Refuses an existing output and builds atomically.
+For a grid of candidates validated under the gates, use `python -m experiments.ane_engineering.sweep`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .core.cli import run_main
+from .core.staging import check_output
+from .package.palettize.candidate import BITS, MODES, palettize_candidate
+from .package.palettize.fast_palettizer import IMPLEMENTATIONS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.palettize", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", required=True, type=Path, help="probe output directory to palettize")
+    parser.add_argument("--bits", required=True, type=int, choices=BITS)
+    parser.add_argument("--mode", required=True, choices=MODES)
+    parser.add_argument("--group-size", required=True, type=int, help="output channels per LUT (e.g. 32)")
+    parser.add_argument("--workers", type=int, default=2, help="k-means worker threads/processes (default 2)")
+    parser.add_argument("--implementation", choices=("auto",) + IMPLEMENTATIONS, default="auto",
+                        help="k-means: 'exact' (default for kmeans) or 'coremltools'; uniform is always coremltools")
+    parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    check_output(args.output, [args.package])
+    report = palettize_candidate(args.package, args.output, args.bits, args.mode, args.group_size, args.workers,
+                                 args.implementation, progress=lambda m: print(f"[palettize] {m}", file=sys.stderr))
+    print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} ({report['compression']['implementation']})"
+          f" in {report['seconds']:.1f} s; {report['parent_bytes'] / 1e6:.2f} MB -> {report['package_bytes'] / 1e6:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

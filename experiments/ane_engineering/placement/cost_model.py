@@ -1,0 +1,688 @@
+"""A cost model of a saved package: FLOPs and bytes per MIL op, and a roofline latency floor per chip.
+
+What it counts (every non-constant op of the program's "main" function, nested blocks included):
+
+- FLOPs. A multiply-add is 2 FLOPs. conv: 2 * prod(output shape) * (Cin/groups) * kh * kw (+1 per output element
+  for a bias); einsum: 2 * the product of the sizes of every distinct index in the equation; matmul / linear the
+  same (2*M*K*N per batch, +bias). Elementwise and activation ops use the per-element constants in
+  FLOPS_PER_ELEMENT (1 for arithmetic, 4 for a transcendental, 8 for gelu / softmax / layer_norm -- conventions,
+  not measurements; next to the contractions they are a rounding error). Reductions: 1 per input element. Data
+  movement (slice, transpose, reshape, ...): 0 FLOPs.
+- Bytes, in the stored dtype (FP16 activations: 2 bytes per element). Activations read (non-constant inputs; a
+  slice reads only what it keeps) and written (outputs). Weights: a const/constexpr-fed operand of rank >= 1 in
+  its stored form -- a palettized weight (constexpr_lut_to_dense) moves its nbits-wide indices plus its LUT, not the
+  dense FP16 tensor. Parameters (axes, perm, begin/end, equation, epsilon, ...) and scalar constants are not bytes
+  moved. A constant used by several ops counts once in the program totals.
+- A category per op: linear (conv/matmul/linear with a constant weight), attention_scores (a contraction that
+  produces an L x L tensor), attention_values (a contraction that consumes one), softmax, norm, elementwise,
+  data_movement, other (e.g. the marker read-out einsum, whose output is 32 marker slots, not L x L).
+
+L x L work: with L the bucket length, the einsums (or dynamic matmuls) that have two distinct indices of size L
+in one operand or result -- the score contraction (writes (1, Lk, 1, Lq)) and the AV contraction (reads it). The
+wider "L x L tensor ops" also count every op that reads or writes an L x L tensor (mask adds, the half-sum of
+RoPE scores, softmax): in an unfused schedule they are what moves the bytes. A tensor is L x L when it is made by
+a score contraction or by an element-wise/softmax op from an L x L tensor, or is a function input of shape
+(1, L, 1, L) (the masks). Each softmax over an L x L tensor is grouped with its score and AV contractions into
+an attention block keyed by the mask input(s) it adds (global_mask / local_mask) or folds into the score
+contraction as a key-bias channel, so sliding-window layers can be told apart from full-attention layers.
+
+Latency floor (a roofline): compute_ms = FLOPs / peak FP16 rate; memory_ms = bytes / ANE bandwidth;
+floor_ms = max(compute_ms, memory_ms). Two byte counts are reported, each with its own floor:
+- compulsory bytes: weights once + the function's inputs and outputs. Every call must move them (a full-size
+  body's ~240 MB of FP16 weights far exceed the ANE's ~32 MB of on-chip SRAM -- the "SRAM cliff near 32 MB" of
+  Orion, arXiv:2603.06728; maderix, "Inside the M4 Apple Neural Engine, Part 2"), so `floor_ms` from them is a
+  lower bound on the device time, given the chip figures.
+- unfused bytes: every op reads its operands from and writes its result to memory (weights once). This is the
+  traffic of a schedule that keeps nothing on chip between ops; the ANE fuses chains and tiles into SRAM, so
+  `unfused_floor_ms` is an estimate of an unfused schedule, not a bound.
+`no_overlap_ms` (compute + unfused memory, nothing overlapped) is a pessimistic estimate, and
+`by_category` gives each category's own roofline time (max of its compute and its unfused memory time) to show
+which work dominates a bucket.
+
+Chip figures live in chips.json (one home, each with its source); the reference run's measurements live in
+core/reference_run.json (core/reference_run.py), a run reported by the project's user.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from ..core.errors import HarnessError
+from ..core.json_documents import POSITIVE_NUMBER, STRING, open_object, read_json
+from .rules import is_const_like, iter_operations  # constants: no device runs them
+from ..core import reference_run
+
+CHIPS_PATH = Path(__file__).resolve().parent / "chips.json"
+FORMAT = "ane-engineering/cost-model/1"
+
+CATEGORIES = ("linear", "attention_scores", "attention_values", "softmax", "norm", "elementwise", "data_movement",
+              "other")
+
+# --------------------------------------------------------------------------------------------------------------
+# FLOP conventions (per output element unless stated). Documented constants, not measurements.
+ARITHMETIC_FLOPS = 1       # add, sub, mul, real_div, maximum, relu, clip, comparisons, ...
+TRANSCENDENTAL_FLOPS = 4   # exp, log, sqrt, rsqrt, inverse, tanh, sigmoid, erf, sin, cos, ...
+GELU_FLOPS = 8             # erf (or tanh) plus ~4 multiplies/adds
+SILU_FLOPS = 5             # sigmoid + multiply
+SOFTMAX_FLOPS = 8          # max, subtract, exp (4), sum, divide
+LAYER_NORM_FLOPS = 8       # mean, subtract, square, sum, scale by rsqrt, gamma, beta, (rsqrt amortised)
+RMS_NORM_FLOPS = 5         # square, sum, scale by rsqrt, gamma, (rsqrt amortised)
+REDUCTION_FLOPS = 1        # per input element
+
+_ARITHMETIC = {
+    "add", "sub", "mul", "real_div", "floor_div", "mod", "maximum", "minimum", "pow", "equal", "not_equal", "less",
+    "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "select",
+    "relu", "relu6", "leaky_relu", "clip", "clamped_relu", "thresholded_relu", "threshold", "abs", "square", "sign",
+    "ceil", "floor", "round", "linear_activation", "prelu", "band_part", "hard_sigmoid", "sigmoid_hard",
+}
+_TRANSCENDENTAL = {"exp", "exp2", "log", "sqrt", "rsqrt", "inverse", "tanh", "sigmoid", "erf", "sin", "cos", "tan",
+                   "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "softplus", "softsign", "elu",
+                   "scaled_tanh", "softplus_parametric"}
+FLOPS_PER_ELEMENT = {
+    **{op: ARITHMETIC_FLOPS for op in _ARITHMETIC},
+    **{op: TRANSCENDENTAL_FLOPS for op in _TRANSCENDENTAL},
+    "gelu": GELU_FLOPS, "silu": SILU_FLOPS, "softmax": SOFTMAX_FLOPS,
+    "layer_norm": LAYER_NORM_FLOPS, "instance_norm": LAYER_NORM_FLOPS, "batch_norm": LAYER_NORM_FLOPS,
+    "local_response_norm": LAYER_NORM_FLOPS, "rms_norm": RMS_NORM_FLOPS, "l2_norm": RMS_NORM_FLOPS,
+}
+_NORMS = {"layer_norm", "instance_norm", "batch_norm", "local_response_norm", "rms_norm", "l2_norm"}
+_REDUCTIONS = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1_norm",
+               "reduce_l2_norm", "reduce_log_sum", "reduce_log_sum_exp", "reduce_sum_square", "reduce_argmax",
+               "reduce_argmin"}
+_DATA_MOVEMENT = {"slice_by_index", "slice_by_size", "transpose", "reshape", "squeeze", "expand_dims", "concat",
+                  "split", "stack", "tile", "gather", "gather_nd", "gather_along_axis", "scatter", "scatter_nd",
+                  "scatter_along_axis", "pad", "identity", "cast", "reverse", "reverse_sequence", "sliding_windows",
+                  "space_to_depth", "depth_to_space", "pixel_shuffle", "pixel_unshuffle", "space_to_batch",
+                  "batch_to_space", "reshape_like", "slice_update"}
+_SLICES = {"slice_by_index", "slice_by_size"}   # read only what they keep
+_CONTRACTIONS = {"conv", "linear", "matmul", "einsum"}
+
+# Inputs that configure an op rather than carry data: never bytes moved.
+PARAM_PORTS = frozenset({
+    "axes", "axis", "perm", "begin", "end", "stride", "strides", "begin_mask", "end_mask", "squeeze_mask", "size",
+    "pad", "pad_type", "dilations", "groups", "equation", "shape", "reps", "split_sizes", "num_splits", "epsilon",
+    "mode", "keep_dims", "interleave", "transpose_x", "transpose_y", "output_shape", "alpha", "vector_axis",
+    "validate_indices", "batch_dims", "dtype", "lower", "upper", "half_pixel_centers", "align_corners",
+})
+
+
+class CostModelError(HarnessError):
+    """A program the cost model cannot count (e.g. a symbolic shape)."""
+
+
+CHIP = open_object({"peak_fp16_tflops": POSITIVE_NUMBER, "ane_bandwidth_gbs": POSITIVE_NUMBER,
+                    "fp16_basis": STRING, "bandwidth_source": STRING},
+                   {"peak_fp16_tflops_if_int8_counted": POSITIVE_NUMBER})
+CHIPS_SCHEMA = open_object({"chips": {"type": "object", "minProperties": 1, "additionalProperties": CHIP}})
+
+
+def load_chips(path: Path | str = CHIPS_PATH) -> dict:
+    """The chip table (chips.json): {name: {peak_fp16_tflops, ane_bandwidth_gbs, ...sources}}."""
+    return read_json(path, CHIPS_SCHEMA)["chips"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Variables: shapes, element sizes, stored bytes.
+
+def _shape(var) -> tuple[int, ...]:
+    shape = tuple(var.shape) if var.shape is not None else ()
+    for dim in shape:
+        if not isinstance(dim, (int,)) and not hasattr(dim, "__index__"):
+            raise CostModelError(f"{var.name}: symbolic shape {shape}; the cost model needs fixed shapes")
+    return tuple(int(d) for d in shape)
+
+
+def _numel(var) -> int:
+    return math.prod(_shape(var))
+
+
+def dtype_bits(dtype) -> int:
+    """Bits per element of a MIL builtin type (fp16 -> 16, uint4 -> 4, bool -> 8, str -> 0)."""
+    from coremltools.converters.mil.mil import types
+
+    name = types.builtin_to_string(dtype)
+    if name == "bool":
+        return 8
+    match = re.search(r"(\d+)$", name or "")
+    return int(match.group(1)) if match else 0
+
+
+def _dense_bytes(var) -> int:
+    return math.ceil(_numel(var) * dtype_bits(var.dtype) / 8)
+
+
+def _is_const_var(var) -> bool:
+    return var.op is not None and is_const_like(var.op.op_type)
+
+
+def stored_bytes(var) -> int:
+    """Bytes a constant occupies in the package's weight file: a const in its dtype (uint4 indices: half a byte
+    each); a constexpr_* output as the sum of what it is made from (indices + LUT, data + scales, ...)."""
+    if var.op is None or var.op.op_type == "const":
+        return _dense_bytes(var)
+    total = 0
+    for port, value in var.op.inputs.items():
+        for source in (value if isinstance(value, (list, tuple)) else (value,)):
+            if port in PARAM_PORTS or not _shape(source):
+                continue
+            total += stored_bytes(source) if _is_const_var(source) else _dense_bytes(source)
+    return total
+
+
+def _inputs(op):
+    """(port, var) for every input, tuple ports flattened."""
+    for port, value in op.inputs.items():
+        for var in (value if isinstance(value, (list, tuple)) else (value,)):
+            yield port, var
+
+
+def _data_inputs(op):
+    """(port, var, is_weight) for the inputs that carry data: non-constant vars, and constants of rank >= 1."""
+    for port, var in _inputs(op):
+        if port in PARAM_PORTS:
+            continue
+        if _is_const_var(var):
+            if _shape(var):
+                yield port, var, True
+        else:
+            yield port, var, False
+
+
+# --------------------------------------------------------------------------------------------------------------
+# FLOPs and categories per op.
+
+def parse_equation(equation: str) -> tuple[list[str], str]:
+    lhs, rhs = equation.replace(" ", "").split("->")
+    return lhs.split(","), rhs
+
+
+def einsum_index_sizes(op) -> dict[str, int]:
+    terms, _ = parse_equation(op.inputs["equation"].val)
+    sizes: dict[str, int] = {}
+    for term, var in zip(terms, op.inputs["values"]):
+        shape = _shape(var)
+        if len(term) != len(shape):
+            raise CostModelError(f"{op.name}: equation term {term!r} does not match operand shape {shape}")
+        for index, size in zip(term, shape):
+            sizes[index] = max(sizes.get(index, 1), size)
+    return sizes
+
+
+def _contraction_lxl(op, length: int | None) -> str | None:
+    """'scores' when the result is L x L, 'values' when an operand is L x L, else None."""
+    if length is None:
+        return None
+    if op.op_type == "einsum":
+        terms, result = parse_equation(op.inputs["equation"].val)
+        sizes = einsum_index_sizes(op)
+
+        def is_lxl(term):
+            return sum(1 for index in set(term) if sizes[index] == length) >= 2
+
+        if is_lxl(result):
+            return "scores"
+        if any(is_lxl(term) for term in terms):
+            return "values"
+        return None
+    if op.op_type == "matmul":
+        m, k, n = _matmul_mkn(op)
+        if m == n == length:
+            return "scores"
+        if k == length and length in (m, n):
+            return "values"
+    return None
+
+
+def _matmul_mkn(op) -> tuple[int, int, int]:
+    x, y = _shape(op.inputs["x"]), _shape(op.inputs["y"])
+    tx = bool(op.inputs["transpose_x"].val) if "transpose_x" in op.inputs else False
+    ty = bool(op.inputs["transpose_y"].val) if "transpose_y" in op.inputs else False
+    if len(x) == 1:
+        x = (1,) + x
+    if len(y) == 1:
+        y = y + (1,)
+    m, k = (x[-1], x[-2]) if tx else (x[-2], x[-1])
+    n = y[-2] if ty else y[-1]
+    return m, k, n
+
+
+def op_flops(op) -> tuple[int, bool]:
+    """(FLOPs of `op`, whether its type is modelled)."""
+    op_type = op.op_type
+    out = op.outputs[0]
+    if op_type == "conv":
+        weight = _shape(op.inputs["weight"])  # (Cout, Cin/groups, *kernel)
+        flops = 2 * _numel(out) * math.prod(weight[1:])
+        if "bias" in op.inputs and op.inputs["bias"] is not None:
+            flops += _numel(out)
+        return flops, True
+    if op_type == "linear":
+        weight = _shape(op.inputs["weight"])  # (out, in)
+        flops = 2 * _numel(out) * weight[1]
+        if "bias" in op.inputs and op.inputs["bias"] is not None:
+            flops += _numel(out)
+        return flops, True
+    if op_type == "matmul":
+        _, k, _ = _matmul_mkn(op)
+        return 2 * _numel(out) * k, True
+    if op_type == "einsum":
+        return 2 * math.prod(einsum_index_sizes(op).values()), True
+    if op_type in FLOPS_PER_ELEMENT:
+        return FLOPS_PER_ELEMENT[op_type] * _numel(out), True
+    if op_type in _REDUCTIONS:
+        return REDUCTION_FLOPS * _numel(op.inputs["x"]), True
+    if op_type in _DATA_MOVEMENT:
+        return 0, True
+    return 0, False
+
+
+def _weight_is_constant(op) -> bool:
+    port = "y" if op.op_type == "matmul" else "weight"
+    candidates = [op.inputs.get(port)] + ([op.inputs.get("x")] if op.op_type == "matmul" else [])
+    return any(var is not None and _is_const_var(var) for var in candidates)
+
+
+def op_category(op, length: int | None = None) -> str:
+    op_type = op.op_type
+    if op_type in _CONTRACTIONS:
+        if op_type in ("conv", "linear", "matmul") and _weight_is_constant(op):
+            return "linear"
+        lxl = _contraction_lxl(op, length)
+        if lxl == "scores":
+            return "attention_scores"
+        if lxl == "values":
+            return "attention_values"
+        return "other"
+    if op_type == "softmax":
+        return "softmax"
+    if op_type in _NORMS:
+        return "norm"
+    if op_type in FLOPS_PER_ELEMENT or op_type in _REDUCTIONS:
+        return "elementwise"
+    if op_type in _DATA_MOVEMENT:
+        return "data_movement"
+    return "other"
+
+
+def op_cost(op, length: int | None = None) -> dict | None:
+    """FLOPs, bytes read (activations, weights in stored form), bytes written and category of one op; None for a
+    constant. `length` (the bucket L) is needed to tell attention contractions apart."""
+    if is_const_like(op.op_type):
+        return None
+    flops, modelled = op_flops(op)
+    activation_read = weight_read = 0
+    weights = {}
+    for _, var, is_weight in _data_inputs(op):
+        if is_weight:
+            size = stored_bytes(var)
+            weights[var.name] = (size, _numel(var) * 2)  # (stored, as dense FP16)
+            weight_read += size
+        elif op.op_type not in _SLICES:
+            activation_read += _dense_bytes(var)
+    written = sum(_dense_bytes(var) for var in op.outputs)
+    if op.op_type in _SLICES:
+        activation_read = written
+    return {
+        "name": op.name, "op_type": op.op_type, "category": op_category(op, length), "flops": flops,
+        "activation_bytes_read": activation_read, "weight_bytes_read": weight_read, "bytes_written": written,
+        "bytes": activation_read + weight_read + written, "modelled": modelled, "weights": weights,
+        "output_shape": list(_shape(op.outputs[0])),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Whole programs.
+
+def _is_lxl_shape(shape, length) -> bool:
+    return sum(1 for d in shape if d == length) >= 2
+
+
+def infer_length(program) -> int | None:
+    """The bucket L of a BC1S program: the side of a square (1, L, 1, L) input, else the last axis of the first
+    rank-4 input ((B, C, 1, L) layout)."""
+    inputs = [_shape(var) for var in program.functions["main"].inputs.values()]
+    for shape in inputs:
+        if len(shape) == 4 and shape[1] == shape[3] and shape[1] > 1 and shape[2] == 1:
+            return shape[1]
+    for shape in inputs:
+        if len(shape) == 4:
+            return shape[3]
+    return None
+
+
+def _empty_bucket():
+    return {"ops": 0, "flops": 0, "activation_bytes_read": 0, "weight_bytes_read": 0, "bytes_written": 0, "bytes": 0}
+
+
+def _add(bucket, record):
+    bucket["ops"] += 1
+    for key in ("flops", "activation_bytes_read", "weight_bytes_read", "bytes_written", "bytes"):
+        bucket[key] += record[key]
+
+
+def _shares(bucket, totals):
+    bucket["flops_share"] = bucket["flops"] / totals["flops"] if totals["flops"] else None
+    bucket["bytes_share"] = bucket["bytes"] / totals["unfused_bytes"] if totals["unfused_bytes"] else None
+    return bucket
+
+
+def program_cost(program, length: int | None = None, per_op: bool = False) -> dict:
+    """Totals, per-category and per-op-type breakdowns and the L x L attention share of a PyMIL program.
+    `length` defaults to infer_length(program); `per_op` adds one record per op (large for full-size bodies)."""
+    function = program.functions["main"]
+    if length is None:
+        length = infer_length(program)
+    records, weights = [], {}
+    by_category = {name: _empty_bucket() for name in CATEGORIES}
+    by_op_type: dict[str, dict] = defaultdict(_empty_bucket)
+    unmodelled: set[str] = set()
+    ops = [op for op in iter_operations(program) if not is_const_like(op.op_type)]
+    index_of = {id(op): i for i, op in enumerate(ops)}
+    for op in ops:
+        record = op_cost(op, length)
+        records.append(record)
+        weights.update(record["weights"])
+        _add(by_category[record["category"]], record)
+        _add(by_op_type[record["op_type"]], record)
+        if not record["modelled"]:
+            unmodelled.add(record["op_type"])
+
+    io_in = sum(_dense_bytes(var) for var in function.inputs.values())
+    io_out = sum(_dense_bytes(var) for var in function.outputs)
+    weight_bytes = sum(stored for stored, _ in weights.values())
+    activation_read = sum(r["activation_bytes_read"] for r in records)
+    written = sum(r["bytes_written"] for r in records)
+    totals = {
+        "non_constant_ops": len(records),
+        "flops": sum(r["flops"] for r in records),
+        "activation_bytes_read": activation_read,
+        "activation_bytes_written": written,
+        "weight_bytes": weight_bytes,
+        "weight_bytes_as_dense_fp16": sum(dense for _, dense in weights.values()),
+        "io_bytes": {"inputs": io_in, "outputs": io_out},
+        "unfused_bytes": activation_read + written + weight_bytes,
+        "compulsory_bytes": weight_bytes + io_in + io_out,
+    }
+    for bucket in list(by_category.values()) + list(by_op_type.values()):
+        _shares(bucket, totals)
+
+    lxl = _lxl_analysis(function, ops, records, index_of, length, totals) if length else None
+    report = {
+        "length": length,
+        "totals": totals,
+        "by_category": by_category,
+        "by_op_type": dict(sorted(by_op_type.items())),
+        "lxl": lxl,
+        "unmodelled_op_types": sorted(unmodelled),
+    }
+    if per_op:
+        report["per_op"] = [{k: v for k, v in r.items() if k != "weights"} for r in records]
+    return report
+
+
+def _lxl_analysis(function, ops, records, index_of, length, totals) -> dict:
+    """L x L einsum share, L x L tensor-op share and attention blocks grouped by mask input."""
+    mask_inputs = {var.name for var in function.inputs.values() if _is_lxl_shape(_shape(var), length)}
+    lxl_vars = set(mask_inputs)
+    touches = [False] * len(ops)
+    for i, op in enumerate(ops):
+        record = records[i]
+        reads = any(var.name in lxl_vars for _, var in _inputs(op))
+        if record["category"] == "attention_scores":
+            writes = True
+        elif record["category"] in ("attention_values", "linear", "other") or op.op_type in _CONTRACTIONS:
+            writes = False
+        else:  # element-wise, softmax, norm, data movement: L x L in, L x L (same shape class) out
+            writes = reads and any(_is_lxl_shape(_shape(var), length) for var in op.outputs)
+        if writes:
+            lxl_vars.update(var.name for var in op.outputs)
+        touches[i] = reads or writes or record["category"] in ("attention_scores", "attention_values")
+
+    einsum, tensor_ops = _empty_bucket(), _empty_bucket()
+    for i, record in enumerate(records):
+        if record["category"] in ("attention_scores", "attention_values"):
+            _add(einsum, record)
+        if touches[i]:
+            _add(tensor_ops, record)
+
+    blocks: dict[str, dict] = {}
+    for op in ops:
+        if op.op_type != "softmax" or op.inputs["x"].name not in lxl_vars:
+            continue
+        members, masks = _attention_block(op, mask_inputs)
+        key = "+".join(sorted(masks)) or "no mask input"
+        group = blocks.setdefault(key, {"blocks": 0, "einsum": _empty_bucket(), "tensor_ops": _empty_bucket()})
+        group["blocks"] += 1
+        for member in members:
+            record = records[index_of[id(member)]]
+            if record["category"] in ("attention_scores", "attention_values"):
+                _add(group["einsum"], record)
+            _add(group["tensor_ops"], record)
+    for group in blocks.values():
+        _shares(group["einsum"], totals)
+        _shares(group["tensor_ops"], totals)
+    return {
+        "length": length,
+        "definition": ("einsum: contractions with two distinct indices of size L in one operand or result (score "
+                       "and AV einsums); tensor_ops: every op that reads or writes an L x L tensor"),
+        "einsum": _shares(einsum, totals),
+        "tensor_ops": _shares(tensor_ops, totals),
+        "blocks_by_mask": blocks,
+    }
+
+
+def _attention_block(softmax, mask_inputs: set[str]) -> tuple[list, set[str]]:
+    """The ops of one attention block around `softmax`: back through element-wise ops to the score contractions
+    (and the mask input they add), forward to the AV contraction. A mask input that reaches a score contraction's
+    operands through data movement only -- a key bias sliced from a mask and concatenated onto K as an extra
+    channel (model/bc1s/attention.py) -- keys the block like an added mask."""
+    members, masks = _walk_back(_inputs(softmax), mask_inputs, lambda op: op.op_type not in _CONTRACTIONS)
+    for op in [op for op in members if op.op_type in _CONTRACTIONS]:  # the score contractions
+        masks |= _walk_back(_inputs(op), mask_inputs, lambda op: op.op_type in _DATA_MOVEMENT)[1]
+    members.insert(0, softmax)
+    seen = {id(op) for op in members}
+    frontier = list(softmax.outputs)
+    while frontier:
+        var = frontier.pop()
+        for child in var.child_ops:
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            members.append(child)
+            if child.op_type not in _CONTRACTIONS:
+                frontier.extend(child.outputs)
+    return members, masks
+
+
+def _walk_back(operands, mask_inputs: set[str], crosses) -> tuple[list, set[str]]:
+    """From (name, var) operands back to the function inputs: the non-constant ops met (crossing only those that
+    `crosses(op)` accepts) and the mask inputs reached."""
+    members, masks, seen = [], set(), set()
+    stack = [var for _, var in operands]
+    while stack:
+        var = stack.pop()
+        if var.op is None:
+            if var.name in mask_inputs:
+                masks.add(var.name)
+            continue
+        op = var.op
+        if is_const_like(op.op_type) or id(op) in seen:
+            continue
+        seen.add(id(op))
+        members.append(op)
+        if crosses(op):
+            stack.extend(v for _, v in _inputs(op))
+    return members, masks
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Floors.
+
+def latency_floor(cost: dict, chip: dict) -> dict:
+    """Roofline times of a program_cost() result on one chip (see the module docstring for each field)."""
+    peak = chip["peak_fp16_tflops"] * 1e12
+    bandwidth = chip["ane_bandwidth_gbs"] * 1e9
+    totals = cost["totals"]
+    compute_ms = totals["flops"] / peak * 1e3
+    memory_ms = totals["compulsory_bytes"] / bandwidth * 1e3
+    unfused_ms = totals["unfused_bytes"] / bandwidth * 1e3
+    by_category = {}
+    for name, bucket in cost["by_category"].items():
+        if not bucket["ops"]:
+            continue
+        c, m = bucket["flops"] / peak * 1e3, bucket["bytes"] / bandwidth * 1e3
+        by_category[name] = {"compute_ms": c, "memory_ms": m, "roofline_ms": max(c, m),
+                             "bound": "compute" if c >= m else "memory"}
+    category_sum = sum(v["roofline_ms"] for v in by_category.values())
+    for value in by_category.values():
+        value["share"] = value["roofline_ms"] / category_sum if category_sum else None
+    result = {
+        "peak_fp16_tflops": chip["peak_fp16_tflops"],
+        "ane_bandwidth_gbs": chip["ane_bandwidth_gbs"],
+        "compute_ms": compute_ms,
+        "memory_ms": memory_ms,
+        "floor_ms": max(compute_ms, memory_ms),
+        "bound": "compute" if compute_ms >= memory_ms else "memory",
+        "unfused_memory_ms": unfused_ms,
+        "unfused_floor_ms": max(compute_ms, unfused_ms),
+        "unfused_bound": "compute" if compute_ms >= unfused_ms else "memory",
+        "no_overlap_ms": compute_ms + unfused_ms,
+        "by_category": by_category,
+        "category_roofline_sum_ms": category_sum,
+        "labels": {
+            "floor_ms": "lower bound: max(FLOPs / peak FP16, compulsory bytes (weights once + I/O) / bandwidth)",
+            "unfused_floor_ms": "estimate, not a bound: max(FLOPs / peak, bytes if every op round-trips memory)",
+            "no_overlap_ms": "pessimistic estimate: compute + unfused memory time, nothing overlapped",
+            "by_category": "each category's own roofline time (max of its compute and unfused memory time)",
+        },
+    }
+    lxl = cost.get("lxl")
+    if lxl:
+        tensor_ops = lxl["tensor_ops"]
+        c, m = tensor_ops["flops"] / peak * 1e3, tensor_ops["bytes"] / bandwidth * 1e3
+        result["lxl_tensor_ops_roofline_ms"] = max(c, m)
+        result["lxl_tensor_ops_share_of_category_sum"] = max(c, m) / category_sum if category_sum else None
+    if "peak_fp16_tflops_if_int8_counted" in chip and chip["peak_fp16_tflops_if_int8_counted"] != chip[
+            "peak_fp16_tflops"]:
+        alt_compute = totals["flops"] / (chip["peak_fp16_tflops_if_int8_counted"] * 1e12) * 1e3
+        result["if_tops_were_int8_counted"] = {
+            "peak_fp16_tflops": chip["peak_fp16_tflops_if_int8_counted"], "compute_ms": alt_compute,
+            "floor_ms": max(alt_compute, memory_ms), "unfused_floor_ms": max(alt_compute, unfused_ms)}
+    return result
+
+
+def floor_beside(measured_ms: float, cost: dict, chip: dict) -> dict:
+    """A measurement shown beside its floors: measured / floor ratios (>= 1 unless the model is wrong)."""
+    floor = latency_floor(cost, chip)
+    return {"measured_ms": measured_ms, "floor_ms": floor["floor_ms"], "bound": floor["bound"],
+            "ratio_to_floor": measured_ms / floor["floor_ms"],
+            "unfused_floor_ms": floor["unfused_floor_ms"],
+            "ratio_to_unfused_floor": measured_ms / floor["unfused_floor_ms"]}
+
+
+def reference_model_mismatches(model_config: dict | None, reference: dict | None = None) -> list[str]:
+    """How a package's model config (manifest["model_config"]) differs from the reference run's model; [] if it
+    has the same dimensions, so the reference timings may be set beside its floors."""
+    if not model_config:
+        return ["no model config"]
+    reference = reference or reference_run.load()
+    problems = []
+    for section in ("encoder", "head"):
+        for field, expected in reference["model"][section].items():
+            actual = (model_config.get(section) or {}).get(field)
+            if actual != expected:
+                problems.append(f"{section}.{field} = {actual!r}, reference {expected!r}")
+    return problems
+
+
+def reference_check(costs_by_length: dict[int, dict], chips: dict | None = None,
+                    reference: dict | None = None) -> dict:
+    """Measured / floor ratios of the reference run's timings against the body cost at the same length.
+
+    Full-path measurements include host work the body package does not contain; `host_overhead_ms` is the L96
+    full-path minus body-alone difference, and `ratio_without_l96_host_overhead` subtracts it (the host work grows
+    with L, e.g. the masks, so that ratio still over-states the body's share)."""
+    chips = chips or load_chips()
+    reference = reference or reference_run.load()
+    chip_name = reference["machine"]["chip"]
+    chip = chips[chip_name]
+    measurements = reference["timings"]["measurements"]
+    by_id = {m["id"]: m for m in measurements}
+    host_overhead = None
+    if "L96-full-path" in by_id and "L96-body" in by_id:
+        host_overhead = by_id["L96-full-path"]["p50_ms"] - by_id["L96-body"]["p50_ms"]
+    rows = []
+    for measurement in measurements:
+        cost = costs_by_length.get(measurement["length"])
+        if cost is None:
+            continue
+        row = {**measurement, **floor_beside(measurement["p50_ms"], cost, chip)}
+        floor = latency_floor(cost, chip)
+        alt = floor.get("if_tops_were_int8_counted")
+        if alt:
+            row["ratio_to_floor_if_tops_were_int8_counted"] = measurement["p50_ms"] / alt["floor_ms"]
+        if measurement["scope"] == "full_path" and host_overhead is not None:
+            body_estimate = measurement["p50_ms"] - host_overhead
+            row["host_overhead_ms"] = host_overhead
+            row["ratio_without_l96_host_overhead"] = body_estimate / floor["floor_ms"]
+            row["unfused_ratio_without_l96_host_overhead"] = body_estimate / floor["unfused_floor_ms"]
+        row["compute_ms"], row["memory_ms"] = floor["compute_ms"], floor["memory_ms"]
+        row["unfused_memory_ms"] = floor["unfused_memory_ms"]
+        rows.append(row)
+    return {"citation": reference_run.citation(reference), "chip": chip_name, "chip_figures": {
+        k: chip[k] for k in ("peak_fp16_tflops", "ane_bandwidth_gbs", "fp16_basis", "bandwidth_source")},
+        "rows": rows}
+
+
+def conventions() -> dict:
+    """The constants behind the counts, for evidence files."""
+    return {
+        "flop_per_multiply_add": 2,
+        "flops_per_element": {"arithmetic": ARITHMETIC_FLOPS, "transcendental": TRANSCENDENTAL_FLOPS,
+                              "gelu": GELU_FLOPS, "silu": SILU_FLOPS, "softmax": SOFTMAX_FLOPS,
+                              "layer_norm": LAYER_NORM_FLOPS, "rms_norm": RMS_NORM_FLOPS,
+                              "reduction_per_input_element": REDUCTION_FLOPS, "data_movement": 0},
+        "bytes": "stored dtype (fp16 = 2 bytes); weights in stored form (palettized: nbits/8 per index + LUT), "
+                 "counted once per program; slices read only what they keep; parameters and scalars not counted",
+        "units": {"flops": "FLOP", "bytes": "byte", "bandwidth": "GB/s = 1e9 byte/s", "peak": "TFLOPS = 1e12"},
+    }
+
+
+def cost_report(package_path, per_op: bool = False, chips: dict | None = None, length: int | None = None) -> dict:
+    """Cost and floors of a saved package: a probe directory (model.mlpackage + manifest.json) or an .mlpackage."""
+    from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, read_manifest
+    from .static_check import load_program
+
+    path = Path(package_path)
+    manifest = None
+    if path.is_dir() and (path / MANIFEST_NAME).exists():
+        manifest = read_manifest(path)
+        package = path / manifest["package"]["path"] if manifest.get("package") else path / PACKAGE_NAME
+    else:
+        package = path
+    program, _ = load_program(package)
+    if length is None and manifest is not None:
+        length = manifest.get("length")
+    cost = program_cost(program, length=length, per_op=per_op)
+    chips = chips or load_chips()
+    report = {"format": FORMAT, "package": str(package), "cost": cost,
+              "floors": {name: latency_floor(cost, chip) for name, chip in chips.items()},
+              "conventions": conventions()}
+    if manifest is not None:
+        report["manifest"] = {
+            "kind": manifest.get("kind"), "length": manifest.get("length"),
+            "compute_precision": manifest.get("compute_precision"),
+            "package_sha256": manifest["package"]["content_hash"]["sha256"],
+            "source": manifest.get("source"), "model_config": manifest.get("model_config"),
+            "export_harness": manifest.get("harness"), "manifest_sha256": manifest.get("manifest_sha256")}
+    return report
+
+
+def window_fraction(length: int, radius: int) -> float:
+    """Fraction of the L x L (key, query) pairs with |key - query| <= radius: the part of a sliding-window
+    layer's dense score work that a window-only kernel would still do."""
+    pairs = sum(min(length - 1, q + radius) - max(0, q - radius) + 1 for q in range(length))
+    return pairs / (length * length)

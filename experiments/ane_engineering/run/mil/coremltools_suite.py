@@ -1,0 +1,291 @@
+"""A pytest plugin that runs coremltools' own MIL op tests through the mil executor.
+
+coremltools ships its op test suite inside the wheel (coremltools/converters/mil/mil/ops/tests/iOS14 ... iOS18).
+Each case builds a MIL program, converts it with `ct.convert` and, on macOS only, predicts with Core ML and compares
+the prediction with the test's expected numpy outputs (`testing_utils.compare_backend`). On Linux the prediction
+is skipped silently (`_IS_MACOS` is False), so every case "passes" without running anything. This plugin turns the
+prediction back on and routes it to the executor:
+
+- `coremltools.converters.mil.testing_utils._IS_MACOS` is set, and that module's view of
+  `coremltools.models.utils` answers a macOS version of 15.0, so `compare_backend` runs its prediction and its
+  comparison (the test's own `atol`/`rtol`, widened by compare_backend itself for fp16 programs);
+- `testing_utils.run_core_ml_predict` and `MLModel.predict` (some tests call it directly) run the converted
+  package (`mlmodel.package_path`, the .mlpackage ct.convert wrote) through `MILExecutor`; an op that refuses its
+  inputs at run time raises RuntimeError, as Core ML's predict does (the suite's error-path cases expect that type).
+
+Exclusions, each an explicit pytest skip with its reason (nothing is dropped silently):
+- neuralnetwork-backend cases (skipped at collection, from the case's `backend` parameter): not ML programs;
+- stateful programs (iOS18 `read_state`/`coreml_update_state`): the executor has no model state;
+- image inputs (PIL images): the executor takes arrays only.
+Cases that coremltools itself skips on Linux (e.g. `skipif(_macos_version() < (14, 0))`) stay skipped with
+coremltools' reason.
+
+Use: `pytest -p experiments.ane_engineering.run.mil.coremltools_suite --mil-report out.jsonl <test files>`.
+`--mil-report` writes one JSON line per case: node id, outcome, the reason of a failure or skip (first line),
+the opset of the case's backend and the op types of the program(s) the executor ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import types as pytypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SUITE_PACKAGE = "coremltools.converters.mil.mil.ops.tests"
+FAKE_MACOS_VERSION = (15, 0)  # newest opset the suite targets (iOS18) pairs with macOS 15
+NEURALNETWORK_REASON = "neuralnetwork backend: not an ML program (the mil executor runs ML programs only)"
+STATEFUL_REASON = "stateful program: the mil executor has no model state"
+IMAGE_REASON = "image input: the mil executor takes arrays only"
+NON_PROGRAM_REASON = "not an ML program model"
+CONTROL_OPS = {"const"}  # not counted as "the ops a case tests"
+
+_current: dict = {"item": None}
+
+
+def suite_directory() -> Path:
+    import importlib
+
+    return Path(importlib.import_module(SUITE_PACKAGE).__file__).parent
+
+
+def _backend_of(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for name, value in callspec.params.items():
+        if name == "backend" or name.startswith("backend"):
+            return value
+    return None
+
+
+def backend_kind(backend) -> tuple[str | None, str | None]:
+    """(backend, opset) of a case's backend parameter: a BackendConfig or an old-style (backend, precision) tuple."""
+    if backend is None:
+        return None, None
+    if hasattr(backend, "backend"):
+        opset = getattr(backend.opset_version, "name", str(backend.opset_version))
+        return backend.backend, opset
+    if isinstance(backend, (tuple, list)) and backend:
+        return str(backend[0]), None
+    return None, None
+
+
+def _record_ops(op_types: list[str]) -> None:
+    item = _current["item"]
+    if item is not None:
+        item.user_properties.append(("mil_ops", op_types))
+
+
+def program_op_types(block) -> set[str]:
+    """Op types of a block and of every block nested in it (cond / while_loop bodies)."""
+    found = set()
+    for op in block.operations:
+        found.add(op.op_type)
+        for inner in getattr(op, "blocks", None) or []:
+            found |= program_op_types(inner)
+    return found
+
+
+def executor_predict(mlmodel, data: dict, state=None) -> dict:
+    """Core ML's predict, answered by the mil executor from the converted package."""
+    from .executor import ExecutionError, MILExecutor
+    from ...package.program import load_program
+
+    spec = mlmodel.get_spec()
+    if spec.WhichOneof("Type") == "neuralNetwork":
+        pytest.skip(NEURALNETWORK_REASON)
+    if spec.WhichOneof("Type") != "mlProgram":
+        pytest.skip(f"{NON_PROGRAM_REASON}: {spec.WhichOneof('Type')}")
+    if state is not None or mlmodel._is_stateful():
+        pytest.skip(STATEFUL_REASON)
+    feeds = {}
+    for name, value in data.items():
+        if not isinstance(value, (np.ndarray, np.generic, int, float, bool, list)):
+            pytest.skip(IMAGE_REASON)
+        feeds[name] = np.asarray(value)
+    loaded = load_program(mlmodel.package_path, mlmodel.function_name or "main")
+    _record_ops(sorted(program_op_types(loaded.function) - CONTROL_OPS))  # recorded even if loading fails next
+    executor = MILExecutor(loaded)
+    expected = {t.name: t for t in executor.inputs}
+    for name, value in list(feeds.items()):
+        info = expected.get(name)
+        if info is not None and value.ndim == 0 and len(info.shape) == 1:
+            feeds[name] = value.reshape(1)  # Core ML takes a scalar as a 1-element array
+    try:
+        return executor.run(feeds)
+    except ExecutionError as error:
+        # An op that refuses its inputs at run time (e.g. scatter with validate_indices and an out-of-range index):
+        # Core ML's predict reports that as a RuntimeError, which is what the suite's error-path cases expect.
+        # Load-time refusals (an unsupported op) are not mapped: they stay failures.
+        raise RuntimeError(f"Unable to compute the prediction using ML Program (mil executor): {error}") from error
+
+
+def _run_core_ml_predict(mlmodel, input_key_values, state=None):
+    # coremltools' own run_core_ml_predict casts array inputs to float32 first; keep that, then predict here
+    for key, value in input_key_values.items():
+        if isinstance(value, (np.ndarray, np.generic)) and value.shape != ():
+            input_key_values[key] = value.astype(np.float32)
+        elif np.isscalar(value) or (isinstance(value, np.ndarray) and value.shape == ()):
+            input_key_values[key] = np.array([value], dtype=np.float32)
+    return executor_predict(mlmodel, input_key_values, state)
+
+
+def _patches() -> list[tuple[object, str, object]]:
+    """(object, attribute, new value) for every name the plugin replaces."""
+    import coremltools.models.utils as model_utils
+    from coremltools.converters.mil import testing_utils
+    from coremltools.models import MLModel
+
+    shim = pytypes.SimpleNamespace(**{k: getattr(model_utils, k) for k in dir(model_utils) if not k.startswith("__")})
+    shim._macos_version = lambda: FAKE_MACOS_VERSION
+    shim._is_macos = lambda: False  # keeps macos_compatible_with_deployment_target from filtering opsets
+    return [
+        (testing_utils, "coremltoolsutils", shim),
+        (testing_utils, "_IS_MACOS", True),
+        (testing_utils, "run_core_ml_predict", _run_core_ml_predict),
+        (MLModel, "predict", lambda self, data, state=None: executor_predict(self, data, state)),
+        (MLModel, "make_state", lambda self: pytest.skip(STATEFUL_REASON)),  # stateful cases make a state first
+    ]
+
+
+def install() -> None:
+    """Point the suite's macOS prediction path at the executor for the rest of the process (the plugin's way)."""
+    for owner, name, value in _patches():
+        setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def installed():
+    """The same patches for the duration of a `with` block, then the originals back (for use inside other tests)."""
+    patches = _patches()
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+# ----------------------------------------------------------------------------------------------- pytest hooks
+
+def pytest_addoption(parser):
+    parser.addoption("--mil-report", default=None, help="write one JSON line per case (outcome, reason, ops)")
+    parser.addoption("--mil-sample-every", type=int, default=1,
+                     help="run the 1st, (N+1)th, (2N+1)th ... case of every test function; the others are "
+                          "deselected and reported as not_sampled (a documented subset when time is short)")
+
+
+def pytest_configure(config):
+    install()
+    path = config.getoption("--mil-report")
+    config._mil_report = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115 - closed at unconfigure
+
+
+def pytest_unconfigure(config):
+    handle = getattr(config, "_mil_report", None)
+    if handle is not None:
+        handle.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    every = max(1, int(config.getoption("--mil-sample-every")))
+    seen: dict[str, int] = {}
+    kept, dropped = [], []
+    for item in items:
+        kind, opset = backend_kind(_backend_of(item))
+        item.user_properties.append(("mil_backend", kind))
+        item.user_properties.append(("mil_opset", opset))
+        if kind == "neuralnetwork":
+            item.add_marker(pytest.mark.skip(reason=NEURALNETWORK_REASON))
+        function = item.nodeid.split("[", 1)[0]
+        index = seen.get(function, 0)
+        seen[function] = index + 1
+        (kept if index % every == 0 else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+        handle = getattr(config, "_mil_report", None)
+        for item in dropped if handle is not None else []:
+            props = dict(item.user_properties)
+            handle.write(json.dumps({"nodeid": item.nodeid, "outcome": "not_sampled", "reason": "", "predicted": False,
+                                     "backend": props.get("mil_backend"), "opset": props.get("mil_opset"),
+                                     "ops": [], "seconds": 0.0}) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    _current["item"] = item
+    try:
+        yield
+    finally:
+        _current["item"] = None
+
+
+def first_line(text: str) -> str:
+    """The first line of an error; a bare heading ("AssertionError:") keeps the lines that say what differed."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    out = lines[0]
+    if out.endswith(":") and len(lines) > 1:
+        out = " ".join([out] + [line for line in lines[1:4]])
+    return out[:300]
+
+
+def _reason(report) -> str:
+    if report.skipped:
+        longrepr = report.longrepr
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:
+            return first_line(longrepr[2]).removeprefix("Skipped: ")
+        return first_line(str(longrepr))
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return first_line(crash.message)
+    return first_line(str(report.longrepr))
+
+
+def pytest_runtest_logreport(report):
+    handle = getattr(_config_ref, "handle", None)
+    if handle is None:
+        return
+    final = (report.when == "call") or (report.when == "setup" and not report.passed) or \
+        (report.when == "teardown" and report.failed)
+    if not final:
+        return
+    props = dict(report.user_properties)
+    ops = [op for key, value in report.user_properties if key == "mil_ops" for op in value]
+    outcome = "error" if report.when != "call" and report.failed else report.outcome
+    reason = "" if report.passed else _reason(report)
+    if hasattr(report, "wasxfail"):  # coremltools marks known Core ML bugs with pytest.xfail
+        outcome = "xfailed" if report.skipped else "xpassed"
+        reason = first_line(report.wasxfail)
+    record = {
+        "nodeid": report.nodeid,
+        "outcome": outcome,
+        "reason": reason,
+        "backend": props.get("mil_backend"),
+        "opset": props.get("mil_opset"),
+        "predicted": bool(ops),  # the executor ran this case's program (False: builder/type-inference-only case)
+        "ops": sorted(set(ops)),
+        "seconds": round(report.duration, 4),
+    }
+    handle.write(json.dumps(record) + "\n")
+    handle.flush()
+
+
+class _ConfigRef:
+    handle = None
+
+
+_config_ref = _ConfigRef()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _config_ref.handle = getattr(session.config, "_mil_report", None)
