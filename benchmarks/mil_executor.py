@@ -30,7 +30,7 @@ from experiments.ane_engineering.core.provenance import (  # noqa: E402
     tool_versions,
 )
 from experiments.ane_engineering.package.manifest import read_manifest  # noqa: E402
-from experiments.ane_engineering.workflows.probe_run import peak_rss_bytes  # noqa: E402
+from experiments.ane_engineering.core.provenance import peak_rss_bytes  # noqa: E402
 from experiments.ane_engineering.core.staging import check_output
 
 GOAL_RATIO, GOAL_RSS_BYTES = 2.0, 2 * 10**9
@@ -39,7 +39,7 @@ import json, sys, time
 import numpy as np
 sys.path.insert(0, {root!r})
 from experiments.ane_engineering.run.backends import choose_backend
-from experiments.ane_engineering.workflows.probe_run import peak_rss_bytes
+from experiments.ane_engineering.core.provenance import peak_rss_bytes
 inputs = dict(np.load({inputs!r}))
 backend = choose_backend("mil")
 started = time.perf_counter(); loaded = backend.load({package!r}); load = time.perf_counter() - started

@@ -17,7 +17,9 @@ from experiments.ane_engineering.checkpoint.tokenizer import build_byte_tokenize
 from experiments.ane_engineering.package.inputs.device_inputs import DeviceInputError, body_inputs
 from experiments.ane_engineering.package.inputs.questions import Question, encode_question, load_questions
 from experiments.ane_engineering.model.masks import additive_bc1s, allowed
-from experiments.ane_engineering.model.reference import ATTENTION_IMPLEMENTATIONS, ReferenceDecisionModel, ReferenceEncoder
+from experiments.ane_engineering.model.layers import ATTENTION_IMPLEMENTATIONS
+from experiments.ane_engineering.model.modernbert_reference import ReferenceEncoder
+from experiments.ane_engineering.model.reference import ReferenceDecisionModel
 
 LOGITS_ABS = 1e-4
 LAYER_ABS = 3e-5

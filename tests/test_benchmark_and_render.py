@@ -23,14 +23,9 @@ from experiments.ane_engineering.evidence.ledger import (
     printed_numbers,
 )
 from experiments.ane_engineering.core.provenance import portable_path
-from experiments.ane_engineering.evidence.render import (
-    REFERENCE_RUN_FILE,
-    render_directory,
-    render_repository,
-)
-from experiments.ane_engineering.evidence.render import (
-    main as render_main,  # the --check command
-)
+from experiments.ane_engineering.evidence.render import render_directory, render_repository
+from experiments.ane_engineering.evidence.sections_full_size import REFERENCE_RUN_FILE
+from experiments.ane_engineering.render import main as render_main  # the --check command
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,7 +161,7 @@ def test_the_committed_report_is_rendered_from_committed_evidence():
     number in it is the field of the file it was rendered from (no hand-typed figures)."""
     rendered = render_repository(REPO)
     assert (REPO / "ANE_BENCHMARKS.md").read_text(encoding="utf-8") == rendered.text, \
-        "ANE_BENCHMARKS.md is stale: run python -m experiments.ane_engineering.evidence.render"
+        "ANE_BENCHMARKS.md is stale: run python -m experiments.ane_engineering.render"
     assert len(rendered.figures) > 300
     assert check_report(rendered.text, rendered.figures, REPO) == []
     assert render_main(["--check"]) == 0

@@ -173,7 +173,7 @@ def test_validate_exits_1_when_the_embedding_gates_fail(minilm, minilm_packages,
     """A 4-bit palettization of the real weights fails the embedding gates: passed false, reasons, exit 1."""
     from experiments.ane_engineering import golden as golden_command
     from experiments.ane_engineering import validate
-    from experiments.ane_engineering.package.palettize.candidate import palettize_candidate
+    from experiments.ane_engineering.workflows.palettize_candidate import palettize_candidate
 
     package, _ = minilm_packages.get("embedding", LENGTH)
     palettize_candidate(package, tmp_path / "w4", 4, "uniform", 32)

@@ -14,7 +14,7 @@ from experiments.ane_engineering.run.mil.registry import OPS
 
 def test_committed_table_is_current():
     assert op_table.DOC.read_text(encoding="utf-8") == op_table.render(), (
-        "docs/EXECUTOR_OPS.md is stale: python -m experiments.ane_engineering.run.mil.op_table --write")
+        "docs/EXECUTOR_OPS.md is stale: python -m experiments.ane_engineering.op_table --write")
 
 
 def test_table_follows_the_registry(monkeypatch):

@@ -129,7 +129,7 @@ def test_mismatched_architecture_is_refused(tiny_packages, tiny, tmp_path, capsy
 
 
 def test_palettized_package_is_refused_with_the_way_forward(tiny_packages, tiny, tmp_path, capsys):
-    from experiments.ane_engineering.package.palettize.candidate import palettize_candidate
+    from experiments.ane_engineering.workflows.palettize_candidate import palettize_candidate
 
     parent, _ = tiny_packages.get("body", 96)
     palettize_candidate(parent, tmp_path / "w8", 8, "kmeans", 32, workers=1)

@@ -21,7 +21,7 @@ from checkpoint_support import randomize_transformers_model  # noqa: E402
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint  # noqa: E402
 from experiments.ane_engineering.checkpoint.config import parse_config  # noqa: E402
 from experiments.ane_engineering.encode import main as encode_main  # noqa: E402
-from experiments.ane_engineering.model.reference import ReferenceEncoder  # noqa: E402
+from experiments.ane_engineering.model.modernbert_reference import ReferenceEncoder  # noqa: E402
 
 ORACLE_ABS = 1e-4
 VOCAB = 300

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .core.cli import run_main
 from .core.staging import check_output
-from .package.palettize.candidate import BITS, MODES, palettize_candidate
+from .workflows.palettize_candidate import BITS, MODES, palettize_candidate
 from .package.palettize.fast_palettizer import IMPLEMENTATIONS
 
 

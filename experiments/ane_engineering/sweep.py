@@ -18,7 +18,7 @@ from .checkpoint.source import add_source_argument
 from .core.cli import UsageError, run_main
 from .core.staging import check_output, staged_directory
 from .core.figures import Document
-from .package.palettize.candidate import BITS, MODES
+from .workflows.palettize_candidate import BITS, MODES
 from .package.palettize.fast_palettizer import IMPLEMENTATIONS
 from .evidence.sweep_report import markdown_table, plot
 from .workflows.sweep_run import run_sweep

@@ -5,8 +5,8 @@ embeddings summed with the word embeddings, post-LN layers (attention -> residua
 residual -> LayerNorm), biases on every dense layer and norm, full attention everywhere, no final norm. The fields
 below are the ones that decide the function; training-only fields (dropout, initializer range) are ignored.
 Their structure and bounds are the JSON Schema BERT_SCHEMA, checked by json_documents.check (which names the
-field on any problem); the relations between fields are checked after it, as for ModernBERT (config.py, whose
-FAMILIES registers this parser under "bert").
+field on any problem); the relations between fields are checked after it, as for ModernBERT (modernbert_config.py); config.py
+registers this parser under "bert" in FAMILIES.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.json_documents import POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
-from .config import GELU_ERF_NAMES, LAYER_COUNT, TOKEN_ID, VOCAB_SIZE, ConfigError, _device_dimension
+from .config_fields import GELU_ERF_NAMES, LAYER_COUNT, TOKEN_ID, VOCAB_SIZE, ConfigError, device_dimension
 
 BERT_MODEL_TYPE = "bert"
 # Only the absolute (learned table) position embedding is implemented; relative_key variants change attention.
@@ -23,8 +23,8 @@ POSITION_EMBEDDING_TYPES = ("absolute",)
 BERT_SCHEMA = open_object(
     {
         "model_type": {"const": BERT_MODEL_TYPE},
-        "hidden_size": _device_dimension(), "num_hidden_layers": LAYER_COUNT,
-        "num_attention_heads": _device_dimension(), "intermediate_size": _device_dimension(),
+        "hidden_size": device_dimension(), "num_hidden_layers": LAYER_COUNT,
+        "num_attention_heads": device_dimension(), "intermediate_size": device_dimension(),
         "vocab_size": VOCAB_SIZE, "hidden_act": {"enum": list(GELU_ERF_NAMES)}, "layer_norm_eps": POSITIVE_NUMBER,
         # Host tables: the position table bounds the bucket (package/kinds.py refuses longer ones), never the device.
         "max_position_embeddings": POSITIVE_INTEGER,

@@ -111,7 +111,8 @@ class UnknownSourceError(HarnessError):
 def build_builtin(name: str, directory: Path) -> dict:
     """Write built-in source `name` into `directory` (must be empty); returns what was chosen and measured."""
     if name not in BUILTINS:
-        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join(known_builtins())}")
+        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; this builder writes "
+                                 f"{', '.join(f'builtin:{known}' for known in BUILTINS)}")
     raw = BUILTINS[name]
     config = parse_config(raw)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
@@ -129,7 +130,8 @@ def build_builtin(name: str, directory: Path) -> dict:
 def builder_fingerprint(name: str) -> str:
     """Hash of every source file that decides the bytes of built-in `name` (and, for tiny, its seed)."""
     here = Path(__file__).resolve().parent
-    files = [here / f for f in ("builtin.py", "config.py", "tensors.py", "tokenizer.py")]
+    files = [here / f for f in ("builtin.py", "config.py", "config_fields.py", "modernbert_config.py", "bert_config.py",
+                                "tensors.py", "tokenizer.py")]
     if name == "tiny":
         files += [here / "builtin_fit.py", FIT_PATH]
     digest = hashlib.sha256()
@@ -141,23 +143,6 @@ def builder_fingerprint(name: str) -> str:
 
 def cache_root() -> Path:
     return Path(os.environ.get("ANE_ENGINEERING_CACHE", Path.home() / ".cache" / "ane-engineering"))
-
-
-def known_builtins() -> list[str]:
-    from .minilm_decision import NAME as MINILM_DECISION
-
-    return [f"builtin:{name}" for name in (*BUILTINS, MINILM_DECISION)]
-
-
-def materialize_builtin(name: str) -> Path:
-    """The directory of built-in `name`, built on first use (see materialize_cached)."""
-    from . import minilm_decision
-
-    if name == minilm_decision.NAME:
-        return minilm_decision.materialize()
-    if name not in BUILTINS:
-        raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; known: {', '.join(known_builtins())}")
-    return materialize_cached(f"{name}-{builder_fingerprint(name)}", lambda staging: build_builtin(name, staging))
 
 
 def materialize_cached(directory_name: str, build) -> Path:

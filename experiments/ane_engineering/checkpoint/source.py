@@ -1,4 +1,5 @@
-"""One loading path for every `--source`: a local directory, the pinned hub source, a packaged or a built-in one.
+"""One loading path for every `--source`: a local directory, the pinned hub source, a packaged or a built-in one
+(the table of built-ins is here: builtin.py writes tiny and mmbert-base-shape, minilm_decision.py its own).
 
 Every source ends as a directory in Hugging Face layout that `load_checkpoint` reads the same way.
 """
@@ -22,11 +23,29 @@ def add_source_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=DEFAULT_SOURCE, help=SOURCE_HELP + f" (default: {DEFAULT_SOURCE})")
 
 
+def known_builtins() -> list[str]:
+    from .builtin import BUILTINS
+    from .minilm_decision import NAME as MINILM_DECISION
+
+    return [f"{BUILTIN_PREFIX}{name}" for name in (*BUILTINS, MINILM_DECISION)]
+
+
+def materialize_builtin(name: str) -> Path:
+    """The directory of built-in `name`, built on first use (builtin.materialize_cached)."""
+    from . import builtin, minilm_decision
+
+    if name == minilm_decision.NAME:
+        return minilm_decision.materialize()
+    if name not in builtin.BUILTINS:
+        raise builtin.UnknownSourceError(f"unknown built-in source '{BUILTIN_PREFIX}{name}'; known: "
+                                         f"{', '.join(known_builtins())}")
+    return builtin.materialize_cached(f"{name}-{builtin.builder_fingerprint(name)}",
+                                      lambda staging: builtin.build_builtin(name, staging))
+
+
 def resolve_source(spec: str) -> Path:
     """Turn a --source value into a local directory, writing or downloading it first when needed."""
     if spec.startswith(BUILTIN_PREFIX):
-        from .builtin import materialize_builtin
-
         return materialize_builtin(spec[len(BUILTIN_PREFIX):])
     from .packaged import PACKAGED_SOURCES, resolve_packaged
 

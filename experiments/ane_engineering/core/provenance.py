@@ -9,6 +9,8 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import resource
+import sys
 from pathlib import Path
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent  # experiments/ane_engineering
@@ -65,3 +67,17 @@ def backend_record(description: dict) -> dict:
     private verified copy that is gone after the run; the evidence names what ran by its package and manifest
     hashes (and, where a command was given a package, by its portable_path)."""
     return {key: value for key, value in description.items() if key != "package"}
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far. On Linux, VmHWM of /proc/self/status: unlike ru_maxrss it
+    is not inherited from the parent across fork and exec, so a child's figure is its own."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # KiB on Linux, bytes on macOS

@@ -14,7 +14,7 @@ from torch import nn
 from ..checkpoint.bert_tensors import bert_layer_prefix
 from ..checkpoint.config import ModelConfig
 from .masks import allowed
-from .reference import ModelInputError, _linear, _norm, attend
+from .layers import ModelInputError, attend, linear_from, norm_from
 
 
 class BertSelfAttention(nn.Module):
@@ -22,10 +22,10 @@ class BertSelfAttention(nn.Module):
 
     def __init__(self, tensors: dict, prefix: str, num_heads: int):
         super().__init__()
-        self.query = _linear(tensors, f"{prefix}.attention.self.query")
-        self.key = _linear(tensors, f"{prefix}.attention.self.key")
-        self.value = _linear(tensors, f"{prefix}.attention.self.value")
-        self.output = _linear(tensors, f"{prefix}.attention.output.dense")
+        self.query = linear_from(tensors, f"{prefix}.attention.self.query")
+        self.key = linear_from(tensors, f"{prefix}.attention.self.key")
+        self.value = linear_from(tensors, f"{prefix}.attention.self.value")
+        self.output = linear_from(tensors, f"{prefix}.attention.output.dense")
         self.num_heads = num_heads
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, implementation: str = "explicit") -> torch.Tensor:
@@ -42,10 +42,10 @@ class BertLayer(nn.Module):
     def __init__(self, tensors: dict, prefix: str, num_heads: int, eps: float):
         super().__init__()
         self.attention = BertSelfAttention(tensors, prefix, num_heads)
-        self.attention_norm = _norm(tensors, f"{prefix}.attention.output.LayerNorm", eps)
-        self.intermediate = _linear(tensors, f"{prefix}.intermediate.dense")
-        self.output = _linear(tensors, f"{prefix}.output.dense")
-        self.output_norm = _norm(tensors, f"{prefix}.output.LayerNorm", eps)
+        self.attention_norm = norm_from(tensors, f"{prefix}.attention.output.LayerNorm", eps)
+        self.intermediate = linear_from(tensors, f"{prefix}.intermediate.dense")
+        self.output = linear_from(tensors, f"{prefix}.output.dense")
+        self.output_norm = norm_from(tensors, f"{prefix}.output.LayerNorm", eps)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, implementation: str = "explicit") -> torch.Tensor:
         x = self.attention_norm(x + self.attention(x, valid, implementation))  # (B, L, C)
@@ -63,7 +63,7 @@ class BertReferenceEncoder(nn.Module):
         self.position_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.position_embeddings.weight"], freeze=True)
         self.token_type_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.token_type_embeddings.weight"],
                                                                   freeze=True)
-        self.embedding_norm = _norm(tensors, "embeddings.LayerNorm", enc.layer_norm_eps)
+        self.embedding_norm = norm_from(tensors, "embeddings.LayerNorm", enc.layer_norm_eps)
         self.layers = nn.ModuleList(BertLayer(tensors, bert_layer_prefix(n), enc.num_attention_heads, enc.layer_norm_eps)
                                     for n in range(enc.num_hidden_layers))
 

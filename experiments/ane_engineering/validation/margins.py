@@ -15,19 +15,18 @@ committed as checkpoint/builtin_tiny_fit.json (float32 values, exact in JSON), w
 (checkpoint/builtin_fit.py) without running the model, so every machine writes identical bytes. The fit and the
 margins it reaches (`decision_margins`, recorded as margins_when_fitted) come from the FP32 reference model, so they
 live here, below the checkpoint stage; tests/test_checkpoint_loading.py re-measures them on every run and holds them
-to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.validation.margins`
+to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.fit_margins --source builtin:tiny`
 after changing the model or fixtures.
 """
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..checkpoint.builtin_fit import FIT_PATH, FITTED, apply_fit, tensors_digest
+from ..checkpoint.builtin_fit import FITTED, tensors_digest
 from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..checkpoint.tokenizer import build_byte_tokenizer
@@ -181,22 +180,3 @@ def decision_margins(config: ModelConfig, tensors: dict, tokenizer=None) -> dict
             scales["max_abs_action_logit"] = max(scales["max_abs_action_logit"], float(np.abs(actions).max()))
             scales["max_tokens"] = max(scales["max_tokens"], encoded.num_tokens)
     return {**gaps, "scales": scales}
-
-
-def main() -> None:
-    from ..checkpoint.builtin import BUILTIN_SEED, BUILTINS, random_tensors
-    from ..checkpoint.config import parse_config
-
-    config = parse_config(BUILTINS["tiny"])
-    tensors = random_tensors(config, BUILTIN_SEED)
-    fitted = fit(config, tensors)
-    margins = decision_margins(config, apply_fit(tensors, fitted))
-    if min(margins["min_decision_logit_gap"], margins["min_action_logit_gap"]) < MIN_DECISION_MARGIN:
-        raise RuntimeError(f"the fit reaches margins {margins}, below {MIN_DECISION_MARGIN}")
-    fitted["margins_when_fitted"] = {k: margins[k] for k in ("min_decision_logit_gap", "min_action_logit_gap")}
-    FIT_PATH.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {FIT_PATH}: {margins}")
-
-
-if __name__ == "__main__":
-    main()

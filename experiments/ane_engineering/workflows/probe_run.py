@@ -7,14 +7,13 @@ only when all three are written (see staging.py).
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 from ..checkpoint import Checkpoint
-from ..core.provenance import machine
+from ..core.provenance import machine, peak_rss_bytes
 from ..model.window_tiles import DEFAULT_TILE
 from .attention_choice import choose_layout, requested_layout
 from ..package.convert import convert
@@ -25,20 +24,6 @@ from ..package.package_hash import package_content_hash
 from ..core.staging import staged_directory
 
 PROBE_NAME = "probe.json"
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far. On Linux, VmHWM of /proc/self/status: unlike ru_maxrss it
-    is not inherited from the parent across fork and exec, so a child's figure is its own."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # KiB on Linux, bytes on macOS
 
 
 class Progress:

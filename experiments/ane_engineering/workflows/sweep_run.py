@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core import gates
 from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, machine, portable_path, tool_versions
-from ..package.palettize.candidate import package_bytes, palettize_candidate
+from .palettize_candidate import package_bytes, palettize_candidate
 
 VALIDATION_NAME = "validation.json"
 

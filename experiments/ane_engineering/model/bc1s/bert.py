@@ -24,7 +24,7 @@ from torch import nn
 
 from ...checkpoint.bert_tensors import bert_layer_prefix
 from ...checkpoint.config import ModelConfig
-from ..reference import ModelInputError
+from ..layers import ModelInputError
 from .conv import Conv1x1
 from .norm import ChannelLayerNorm
 from .shapes import expect_shape

@@ -22,7 +22,7 @@ from ...core.buckets import MARKER_SLOTS
 from ...checkpoint.bert_config import is_bert
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
-from ..reference import ModelInputError
+from ..layers import ModelInputError
 from ..window_tiles import DENSE, AttentionLayout, LayoutError, WindowTiles
 from .attention import KeyBiasChannel, SingleHeadAttention, key_bias
 from .bert import BC1SBertEncoder, BertBC1SLayer

@@ -4,4 +4,28 @@ A new family: a module here whose handlers use `@register(...)` from ..registry,
 (`    <family>,  # noqa: F401`, in alphabetical order; ruff's isort keeps this one grouped import).
 """
 
-from . import activation, activation_extra, classifier, constexpr, contraction, control_flow, conv_transpose, elementwise, elementwise_extra, gather, nms, normalization, normalization_extra, pad_resize, pool, quantization, recurrent, reduction, reduction_extra, resample, scatter_gather, tensor_extra, tensor_shape
+from . import (
+    activation,  # noqa: F401
+    activation_extra,  # noqa: F401
+    classifier,  # noqa: F401
+    constexpr,  # noqa: F401
+    contraction,  # noqa: F401
+    control_flow,  # noqa: F401
+    conv_transpose,  # noqa: F401
+    elementwise,  # noqa: F401
+    elementwise_extra,  # noqa: F401
+    gather,  # noqa: F401
+    nms,  # noqa: F401
+    normalization,  # noqa: F401
+    normalization_extra,  # noqa: F401
+    pad_resize,  # noqa: F401
+    pool,  # noqa: F401
+    quantization,  # noqa: F401
+    recurrent,  # noqa: F401
+    reduction,  # noqa: F401
+    reduction_extra,  # noqa: F401
+    resample,  # noqa: F401
+    scatter_gather,  # noqa: F401
+    tensor_extra,  # noqa: F401
+    tensor_shape,  # noqa: F401
+)

@@ -11,9 +11,9 @@ OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_s
 
 
 def _link(ev: Evidence) -> str:
-    from .render import _harness, link
+    from .report import harness_label, link
 
-    return f"Evidence {link(ev)}, {_harness(ev)}."
+    return f"Evidence {link(ev)}, {harness_label(ev)}."
 
 
 def section_executor_models(ev: Evidence) -> list[str]:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import HarnessError
-from ...core.provenance import harness_fingerprint, portable_path, tool_versions
-from ..convert import quiet_coremltools
-from ..manifest import PACKAGE_NAME, read_manifest, write_manifest
-from ..package_hash import package_content_hash
-from ..verified_copy import verified_copy
-from ...workflows.probe_run import peak_rss_bytes
-from ...core.staging import staged_directory
+from ..core.errors import HarnessError
+from ..core.provenance import harness_fingerprint, portable_path, tool_versions
+from ..package.convert import quiet_coremltools
+from ..package.manifest import PACKAGE_NAME, read_manifest, write_manifest
+from ..package.package_hash import package_content_hash
+from ..package.verified_copy import verified_copy
+from ..core.provenance import peak_rss_bytes
+from ..core.staging import staged_directory
 
 MODES = ("uniform", "kmeans")
 BITS = (8, 6, 4)
@@ -56,8 +56,8 @@ def uncompressed_parent(parent_dir: Path) -> dict:
 def palettized_contents(package: Path) -> dict:
     """What a saved package really holds: conv weights over WEIGHT_THRESHOLD elements, and which of them are fed by
     a LUT (with the bits and group size each LUT implies: lut (Cout/group, 1, 1, 1, 2^bits, 1))."""
-    from ...placement.rules import iter_operations
-    from ...placement.static_check import load_program
+    from ..placement.rules import iter_operations
+    from ..placement.static_check import load_program
 
     program, _ = load_program(package)
     producers = {out.name: op for op in iter_operations(program) for out in op.outputs}
@@ -112,7 +112,7 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
         with quiet_coremltools():
             import coremltools as ct
 
-            from .fast_palettizer import palettize_package
+            from ..package.palettize.fast_palettizer import palettize_package
 
             model = ct.models.MLModel(str(parent_package), skip_model_load=True)
             say(f"palettizing conv weights > {WEIGHT_THRESHOLD} elements: W{bits} {mode}, group {group_size}, "

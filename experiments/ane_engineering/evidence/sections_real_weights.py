@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .ledger import Evidence, Ledger
-from .render import link, section_benchmarks, section_sweep, section_validation
+from .report import link
+from .sections_run import section_benchmarks, section_sweep, section_validation
 
 REAL_WEIGHTS_DIR = "real-weights-minilm"
 # Site groups compared between the trained encoder (post-LN BERT) and the random ModernBERT-family built-ins: the

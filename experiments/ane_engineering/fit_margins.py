@@ -1,0 +1,63 @@
+"""`python -m experiments.ane_engineering.fit_margins --source builtin:tiny|builtin:minilm-decision`: the committed
+margin fit of a built-in decision source (validation/margins.py `fit`).
+
+Every random weight of the built-in decision head is kept except `decision_head.scorer.out` and
+`decision_head.action.fc2`, which get the smallest correction that puts every fixture question's winner
+FIT_TARGET_GAP ahead in the calibrated-logit and action-logit spaces (calibrated logits within +-FIT_LOGIT_BOUND):
+on builtin:tiny's random encoder with the byte-level tokenizer, or on the real all-MiniLM-L6-v2 encoder with its
+WordPiece tokenizer. Writes the source's fit file (checkpoint/builtin_tiny_fit.json or
+checkpoint/minilm_decision_fit.json) with the margins it measured afterwards; the tests re-measure them. Refuses,
+writing nothing, when the fit cannot reach MIN_DECISION_MARGIN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .core.cli import UsageError, run_main
+from .checkpoint.builtin_fit import apply_fit
+from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
+
+SOURCES = ("builtin:tiny", "builtin:minilm-decision")
+
+
+def _tiny():
+    from .checkpoint.builtin import BUILTIN_SEED, BUILTINS, random_tensors
+    from .checkpoint.builtin_fit import FIT_PATH
+    from .checkpoint.config import parse_config
+
+    config = parse_config(BUILTINS["tiny"])
+    return config, random_tensors(config, BUILTIN_SEED), None, FIT_PATH
+
+
+def _minilm():
+    from .checkpoint.minilm_decision import ENCODER_SOURCE, FIT_PATH, base_tensors
+    from .checkpoint.packaged import resolve_packaged
+    from .checkpoint.tokenizer import load_tokenizer
+
+    encoder_dir = resolve_packaged(ENCODER_SOURCE)
+    config, _, tensors = base_tensors(encoder_dir)
+    return config, tensors, load_tokenizer(encoder_dir / "tokenizer.json"), FIT_PATH
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.fit_margins", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", required=True, choices=SOURCES, help="the built-in decision source to fit")
+    args = parser.parse_args(argv)
+    config, tensors, tokenizer, fit_path = (_tiny if args.source == "builtin:tiny" else _minilm)()
+    fitted = fit(config, tensors, tokenizer)
+    margins = decision_margins(config, apply_fit(tensors, fitted), tokenizer)
+    gaps = {k: margins[k] for k in ("min_decision_logit_gap", "min_action_logit_gap")}
+    if min(gaps.values()) < MIN_DECISION_MARGIN:
+        raise UsageError(f"the fit reaches margins {gaps}, below {MIN_DECISION_MARGIN}; not writing {fit_path}")
+    fitted["margins_when_fitted"] = gaps
+    fit_path.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {fit_path}: {margins}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
