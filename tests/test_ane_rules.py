@@ -353,7 +353,7 @@ def test_catalogue_shape():
         if rule.orion is not None:
             assert rule.orion.status in ORION_STATUSES and rule.orion.reason.strip(), rule.id
             assert "Orion" in rule.source, rule.id
-    # The Orion constraints named by the brief are all catalogued, applicable or not.
+    # The Orion constraints (SRC_ORION) are all catalogued, applicable or not.
     orion = {rule.id: rule.orion.status for rule in CATALOGUE if rule.orion}
     assert {"ANE-R24-sram-cliff", "ANE-R25-exact-gelu", "ANE-R26-concat", "ANE-R28-io-alphabetical",
             "ANE-R29-min-surface", "ANE-R30-uniform-outputs", "ANE-R31-compile-budget",

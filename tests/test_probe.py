@@ -53,7 +53,7 @@ def test_baseline_export_shows_its_violations(tiny_packages):
     assert static["violations"] > 0
     assert {"ANE-R07-gather", "ANE-R08-sdpa", "ANE-R02-bc1s-form"} <= rules_hit
     assert report["mil_ops"]["by_type"].get("gather", 0) > 0
-    # The in-graph nn.Embedding also brings int casts (placement/rules.py cites this test as that measurement).
+    # The in-graph nn.Embedding also brings int casts (placement/rules/sources.py cites this test as that measurement).
     assert report["mil_ops"]["by_type"].get("cast", 0) > 0 and static["findings_by_rule"].get("ANE-R13-cast", 0) > 0
 
 

@@ -1,8 +1,8 @@
 """The static placement check: run the rule catalogue over a PyMIL program and report a labelled prediction.
 
-This is not Core ML's compute plan (that needs macOS; see compute_plan.py). It predicts placement from the rules in
-rules.py: a non-constant op with an error finding is predicted off the ANE. Works on Linux, from `model._mil_program`
-right after ct.convert or from a saved .mlpackage via `load_program`.
+This is not Core ML's compute plan (that needs macOS; see compute_plan.py). It predicts placement from the rules
+registered in rules/: a non-constant op with an error finding is predicted off the ANE. Works on Linux, from
+`model._mil_program` right after ct.convert or from a saved .mlpackage via `load_program`.
 """
 
 from __future__ import annotations
