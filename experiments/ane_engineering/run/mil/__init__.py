@@ -1,9 +1,9 @@
 """Executing exported ML programs without Core ML.
 
 - program.py: load a saved .mlpackage back into a PyMIL Program (no torch model, no checkpoint)
-- registry.py: `register` and `OPS`, one `OpDef` (handler, load-time prepare, opsets) per MIL op type
-- ops/: the handlers, one module per family (elementwise, activation, normalization, reduction, tensor_shape,
-  gather, contraction, constexpr, control_flow, classifier, ...)
+- registry.py: `register` and `OPS`, one `OpDef` (handler, load-time prepare, opset range) per MIL op type
+- ops/: the handlers, one module per concept (elementwise_binary, activation, normalization, reduction, reshape,
+  slicing, indexing, contraction, constexpr, control_flow, classifier, ...)
 - numerics.py: precision modes fp32-accumulate / fp16-strict (`Numerics`), `cast_to`
 - kernels.py: numba fp16 <-> fp32 and fused fp16 binary kernels, the thread pool
 - executor.py: `MILExecutor`, runs the program op by op with fp16 storage and bounded memory

@@ -2,14 +2,14 @@
 
 For every MIL core op that coremltools defines at iOS15..iOS18 (its own op registry, SSAOpRegistry.core_ops, as
 the installed coremltools fills it) the table says whether the executor runs it at that opset: a handler is
-registered (registry.OPS) and the opset is among the handler's `opsets`. Nothing in the table is typed by hand.
+registered (registry.OPS) and the opset is in the range its registration states (`register(..., since=...)`).
+Nothing in the table is typed by hand.
 
     python -m experiments.ane_engineering.op_table --write   # regenerate docs/EXECUTOR_OPS.md
     python -m experiments.ane_engineering.op_table --check   # exit 1 if the committed file is stale
 """
 
 from __future__ import annotations
-
 
 from ...core.provenance import REPOSITORY_ROOT
 from .registry import OPS, OPSETS
@@ -47,7 +47,8 @@ def render() -> str:
         "per opset (`SSAOpRegistry.core_ops`); do not edit by hand (tests/test_executor_op_table.py fails when stale).",
         "",
         "yes: the executor runs the op at that opset; no: coremltools defines it there, the executor does not run it;",
-        "-: not an op of that opset. Family: the module under execute/ops/ that implements it.",
+        "-: not an op of that opset. Family: the module under run/mil/ops/ that implements it; the opsets of a \"yes\"",
+        "are the range its `register(...)` call states.",
         "",
         "| opset | core ops | supported |",
         "|---|---:|---:|",

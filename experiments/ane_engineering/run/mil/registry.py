@@ -17,18 +17,24 @@ conv converts its constant weight to a float32 matrix once and keeps it in `node
 
 Semantics follow coremltools' op definitions (coremltools/converters/mil/mil/ops/defs/iOS15..iOS18): inputs,
 defaults (PyMIL's loader materialises every default as a const input, so `args` always holds them), broadcasting
-and, where an op has one, its `value_inference`/`decompress` formula. `opsets` lists the opsets whose definition of
-the op the handler implements (all four unless a family says otherwise).
+and, where an op has one, its `value_inference`/`decompress` formula. A registration states the opsets whose
+definition of the op the handler implements: all of OPSETS by default, a range (`since="iOS16"`, `until=...`,
+both inclusive) for an op coremltools defines from a later opset on, or an explicit `opsets=` tuple. The executor
+refuses an op outside its handler's opsets, and docs/EXECUTOR_OPS.md (op_table.py) is rendered from these ranges.
 
     from ..registry import register
 
-    @register("relu6", opsets=("iOS15", "iOS16", "iOS17", "iOS18"))
+    @register("relu6")
     def op_relu6(node, args, num):
         return np.minimum(np.maximum(num.f(args["x"]), num.c(0)), num.c(6))
+
+    @register("fill_like", since="iOS16")
+    def op_fill_like(node, args, num): ...
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,19 +84,52 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def register(*op_types: str, prepare: Prepare | None = None, opsets: tuple[str, ...] = OPSETS):
-    """Decorator: `handler` runs the op types given; `prepare`, if any, runs once at load. An op type registered
-    twice is an error (two families claiming one op would otherwise depend on import order)."""
-    unknown = sorted(set(opsets) - set(OPSETS))
+def opset_range(opsets: tuple[str, ...] | None = None, since: str | None = None,
+                until: str | None = None) -> tuple[str, ...]:
+    """The opsets a registration covers: `opsets` as given, or OPSETS from `since` to `until` (inclusive; either
+    end open), or every opset. Refuses unknown names, an empty or reversed range and a mix of both forms."""
+    if opsets is not None and (since is not None or until is not None):
+        raise ValueError("give either opsets=(...) or a since/until range, not both")
+    unknown = sorted({o for o in (opsets or ()) if o not in OPSETS} | {o for o in (since, until) if o and o not in OPSETS})
     if unknown:
         raise ValueError(f"unknown opsets {unknown}; choose from {OPSETS}")
+    if opsets is not None:
+        covered = tuple(o for o in OPSETS if o in opsets)
+    else:
+        first = OPSETS.index(since) if since else 0
+        last = OPSETS.index(until) if until else len(OPSETS) - 1
+        covered = OPSETS[first:last + 1]
+    if not covered:
+        raise ValueError(f"the registration covers no opset (opsets={opsets}, since={since}, until={until})")
+    return covered
+
+
+def _takes_three(function: Callable, what: str) -> None:
+    try:
+        inspect.signature(function).bind(None, None, None)
+    except TypeError as error:
+        raise ValueError(f"{what} {getattr(function, '__name__', function)!r} must take (node, args, num): {error}") from None
+
+
+def register(*op_types: str, prepare: Prepare | None = None, opsets: tuple[str, ...] | None = None,
+             since: str | None = None, until: str | None = None):
+    """Decorator: `handler` runs the op types given, at the opsets `opset_range` makes of `opsets` / `since` /
+    `until`; `prepare`, if any, runs once at load. An op type registered twice is an error (two families claiming
+    one op would otherwise depend on import order); nothing is registered when any check fails."""
+    covered = opset_range(opsets, since, until)
+    if not op_types:
+        raise ValueError("register() needs at least one MIL op type")
+    if prepare is not None:
+        _takes_three(prepare, "prepare")
 
     def deco(handler: Handler) -> Handler:
+        _takes_three(handler, "handler")
         family = handler.__module__.rsplit(".", 1)[-1]
         for op_type in op_types:
             if op_type in OPS:
                 raise ValueError(f"MIL op {op_type!r} is registered twice ({OPS[op_type].family} and {family})")
-            OPS[op_type] = OpDef(op_type, handler, prepare, tuple(opsets), family)
+        for op_type in op_types:
+            OPS[op_type] = OpDef(op_type, handler, prepare, covered, family)
         return handler
     return deco
 

@@ -244,7 +244,7 @@ def op_conv(node, args, num):
     return out
 
 
-@register("scaled_dot_product_attention")
+@register("scaled_dot_product_attention", since="iOS18")
 def op_sdpa(node, args, num):
     q, k, v = num.f(args["query"]), num.f(args["key"]), num.f(args["value"])
     scores = num.r(num.matmul(q, np.swapaxes(k, -1, -2)))

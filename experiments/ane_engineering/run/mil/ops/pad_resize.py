@@ -143,7 +143,7 @@ def op_resize_bilinear(node, args, num):
                      as_int(args.get("target_size_width", 1)), str(args.get("sampling_mode", "DEFAULT")))
 
 
-@register("resize", opsets=("iOS17", "iOS18"))
+@register("resize", since="iOS17")
 def op_resize(node, args, num):
     # iOS17: the last `resized_dims` axes take their size from the end of `shape` (0: keep x's size)
     x = np.asarray(args["x"])

@@ -20,8 +20,6 @@ import numpy as np
 from ..registry import OPS, register
 from .common import as_axis
 
-IOS17_ON = ("iOS17", "iOS18")
-
 
 def _along(param, rank: int, args) -> np.ndarray:
     p = np.asarray(param)
@@ -31,7 +29,7 @@ def _along(param, rank: int, args) -> np.ndarray:
     return p.reshape([-1 if d == axis else 1 for d in range(rank)])
 
 
-@register("quantize", opsets=IOS17_ON)
+@register("quantize", since="iOS17")
 def op_quantize(node, args, num):
     x = num.f(args["input"])
     dtype = node.output_dtypes[0]
@@ -43,7 +41,7 @@ def op_quantize(node, args, num):
     return np.clip(q, info.min, info.max).astype(dtype)
 
 
-@register("dequantize", opsets=IOS17_ON)
+@register("dequantize", since="iOS17")
 def op_dequantize(node, args, num):
     q = np.asarray(args["input"])
     scale = num.f(_along(args["scale"], q.ndim, args))
@@ -57,7 +55,7 @@ def _dense(node, nonzero, mask):
     return OPS["constexpr_sparse_to_dense"].handler(node, {"nonzero_data": nonzero, "mask": mask}, None)
 
 
-@register("constexpr_lut_to_sparse", opsets=("iOS18",))
+@register("constexpr_lut_to_sparse", since="iOS18")
 def op_constexpr_lut_to_sparse(node, args, num):
     mask = np.asarray(args["indices_mask"])
     indices = _dense(node, np.asarray(args["indices_nonzero_data"]), mask)
@@ -71,7 +69,7 @@ def op_constexpr_lut_to_sparse(node, args, num):
     return mask, dense[mask != 0].reshape(-1)
 
 
-@register("constexpr_sparse_blockwise_shift_scale", opsets=("iOS18",))
+@register("constexpr_sparse_blockwise_shift_scale", since="iOS18")
 def op_constexpr_sparse_blockwise_shift_scale(node, args, num):
     mask = np.asarray(args["data_mask"])
     data = _dense(node, np.asarray(args["nonzero_data"]), mask)

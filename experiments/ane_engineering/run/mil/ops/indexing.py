@@ -1,4 +1,5 @@
-"""gather_nd, scatter, scatter_along_axis, scatter_nd (coremltools' iOS15/16/17 scatter_gather.py).
+"""Reading and writing by index: gather (with batch_dims), gather_along_axis, gather_nd, scatter, scatter_along_axis,
+scatter_nd (coremltools' iOS15/16/17 scatter_gather.py), non_zero and one_hot (tensor_operation.py).
 
 - gather_nd: output[i_0..i_{K-2}] = x[indices[i_0..i_{K-2}]] (tf.gather_nd); iOS16+ `batch_dims` leading axes of x
   and indices are batch axes gathered pairwise, output shape indices.shape[:-1] + x.shape[batch_dims + K[-1]:].
@@ -11,9 +12,11 @@
   index outside [0, size) is refused; without it the result is undefined ("but memory safe"): gather_nd still
   counts negatives from the end and refuses the rest, the scatters drop the updates at invalid indices (coremltools'
   iOS17 op tests require that such a scatter does not give the wrapped-index result).
+- non_zero: [N, rank] int32, one row per non-zero element in row-major order.
+- one_hot: a new axis (default -1) of one_hot_vector_size; on_value where the index hits, off_value elsewhere.
 
-Numerics: gathers copy. Scatter accumulation runs in the mode's compute dtype: float32 then one rounding in
-fp32-accumulate, every accumulation rounded to fp16 in fp16-strict; int32 data stays int32.
+Numerics: gathers, non_zero and one_hot copy. Scatter accumulation runs in the mode's compute dtype: float32 then
+one rounding in fp32-accumulate, every accumulation rounded to fp16 in fp16-strict; int32 data stays int32.
 """
 
 from __future__ import annotations
@@ -22,6 +25,37 @@ import numpy as np
 
 from ..registry import UnsupportedOpError, register
 from .common import as_axis, as_bool, as_int
+
+
+@register("gather")
+def op_gather(node, args, num):
+    x = np.asarray(args["x"])
+    indices = np.asarray(args["indices"]).astype(np.int64)
+    axis = as_axis(args.get("axis", 0), x.ndim)
+    batch_dims = as_int(args.get("batch_dims", 0))
+    if (args.get("validate_indices") is not None and as_bool(args["validate_indices"])
+            and np.any((indices < 0) | (indices >= x.shape[axis]))):
+        raise IndexError(f"gather indices out of bounds [0, {x.shape[axis]}) ({node.where()})")
+    if batch_dims == 0:
+        return np.take(x, indices, axis=axis)
+    batch_shape = x.shape[:batch_dims]
+    nb = int(np.prod(batch_shape))
+    xs = x.reshape((nb,) + x.shape[batch_dims:])
+    ids = indices.reshape((nb,) + indices.shape[batch_dims:])
+    out = np.stack([np.take(xs[b], ids[b], axis=axis - batch_dims) for b in range(nb)])
+    return out.reshape(tuple(batch_shape) + out.shape[1:])
+
+
+@register("gather_along_axis")
+def op_gather_along_axis(node, args, num):
+    x = np.asarray(args["x"])
+    indices = np.asarray(args["indices"]).astype(np.int64)
+    axis = as_axis(args.get("axis", 0), x.ndim)
+    indices = np.where(indices < 0, indices + x.shape[axis], indices)
+    if np.any((indices < 0) | (indices >= x.shape[axis])):
+        raise IndexError(f"gather_along_axis indices out of bounds [0, {x.shape[axis]}) ({node.where()})")
+    return np.take_along_axis(x, indices, axis=axis)
+
 
 _MODES = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
           "min": np.minimum}
@@ -111,3 +145,21 @@ def op_scatter_nd(node, args, num):
     idx, valid = idx.reshape(-1, k), valid.reshape(-1)
     flat_updates = updates.reshape((idx.shape[0],) + out.shape[k:])[valid]
     return _apply(node, out, tuple(idx[valid, j] for j in range(k)), flat_updates, str(args.get("mode", "add")))
+
+
+@register("non_zero")
+def op_non_zero(node, args, num):
+    return np.argwhere(np.asarray(args["x"])).astype(np.int32)  # [N, rank]: one row per non-zero, row-major
+
+
+@register("one_hot")
+def op_one_hot(node, args, num):
+    indices = np.asarray(args["indices"]).astype(np.int64)
+    depth = as_int(args["one_hot_vector_size"])
+    axis = as_int(args.get("axis", -1))
+    axis = axis + indices.ndim + 1 if axis < 0 else axis
+    dtype = node.output_dtypes[0]
+    hit = np.expand_dims(indices, axis) == np.arange(depth).reshape([-1 if d == axis else 1 for d in range(indices.ndim + 1)])
+    on = np.asarray(args.get("on_value", 1)).astype(dtype)
+    off = np.asarray(args.get("off_value", 0)).astype(dtype)
+    return np.where(hit, on, off)

@@ -1,37 +1,19 @@
-"""Elementwise ops: binary arithmetic and comparisons (numpy broadcasting, as MIL's elementwise_binary),
-unary math, clip, cast and select.
+"""Elementwise ops of one operand: abs, square, identity, logical_not, exp, tanh, sqrt, sin, cos, erf, floor,
+ceil, round, sign, rsqrt, inverse, log, clip, cast, threshold, and acos, asin, atan, atanh, cosh, sinh, tan, exp2.
+
+Each math function is evaluated in float32 and rounded once, in both precision modes (`num.fn`: a correctly rounded
+fp16 function in fp16-strict), as coremltools' iOS15 elementwise_unary `value_inference` (the numpy function).
+rsqrt, inverse and log add their epsilon first (the ops' defaults when the program gives none). exp2 also takes
+int32 (elementwise_unary_with_int): 2^x computed in float64 and stored as int32 (truncated), as the value
+inference's numpy result cast to the op's int32 output. cast truncates float -> int toward zero.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import BINARY_OPCODES, binary16
 from ..registry import register
 from .common import erf
-
-# ---- elementwise binary (numpy broadcasting, as MIL's elementwise_binary)
-
-def _binary(fn, op_type):
-    fused = op_type in BINARY_OPCODES  # one rounding of an exact (fp32) result: the same in both modes
-
-    def handler(node, args, num):
-        if fused:
-            out = binary16(op_type, args["x"], args["y"], num.threads)
-            if out is not None:
-                return out
-        return fn(num.f(args["x"]), num.f(args["y"]))
-    return handler
-
-
-for _name, _fn in {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "real_div": np.true_divide,
-    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power, "floor_div": np.floor_divide,
-    "mod": np.mod, "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
-    "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
-    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
-}.items():
-    register(_name)(_binary(_fn, _name))
 
 
 @register("abs")
@@ -102,6 +84,22 @@ def op_cast(node, args, num):
     return x.astype(target)
 
 
-@register("select")
-def op_select(node, args, num):
-    return np.where(np.asarray(args["cond"]).astype(bool), num.f(args["a"]), num.f(args["b"]))
+def _unary_with_int(fn):
+    """Outside the domain NaN/inf as numpy gives them, without warnings; int operands as float64."""
+    def handler(node, args, num):
+        x = np.asarray(args["x"])
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/inf outside the domain, as numpy
+            if x.dtype.kind in "iu":
+                return fn(x.astype(np.float64))  # the executor stores it in the declared int dtype
+            return num.fn(fn, x)
+    return handler
+
+
+for _name, _fn in {"acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "atanh": np.arctanh,
+                   "cosh": np.cosh, "sinh": np.sinh, "tan": np.tan, "exp2": np.exp2}.items():
+    register(_name)(_unary_with_int(_fn))
+
+
+@register("threshold")
+def op_threshold(node, args, num):
+    return np.maximum(num.f(args["x"]), num.f(args["alpha"]))  # max(x, alpha): exact
