@@ -21,7 +21,7 @@ from checkpoint_support import randomize_transformers_model  # noqa: E402
 from experiments.ane_engineering.core import tolerances  # noqa: E402
 from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
 from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint, load_checkpoint_dir  # noqa: E402
-from experiments.ane_engineering.checkpoint.bert_config import BertEncoderConfig, is_bert  # noqa: E402
+from experiments.ane_engineering.checkpoint.bert_config import BERT_MODEL_TYPE, BertEncoderConfig  # noqa: E402
 from experiments.ane_engineering.package.inputs.device_inputs import encoder_inputs  # noqa: E402
 from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec  # noqa: E402
 from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
@@ -81,7 +81,7 @@ def _max_abs(a, b) -> float:
 def test_reference_and_bc1s_match_bert_model(tmp_path, case):
     model, directory, length, segments, types = _saved(tmp_path, case)
     checkpoint = load_checkpoint(str(directory))
-    assert is_bert(checkpoint.config) and checkpoint.config.encoder.layer_norm_eps == CASES[case][4]
+    assert checkpoint.config.encoder.family == BERT_MODEL_TYPE and checkpoint.config.encoder.layer_norm_eps == CASES[case][4]
     assert "pooler.dense.weight" in checkpoint.ignored and not any(n.startswith("pooler") for n in checkpoint.tensors)
 
     ids = _ids(length, seed=1)

@@ -31,7 +31,7 @@ def test_every_kind_and_bucket_exports_with_zero_static_violations(tiny_packages
     assert report["ane_gate"]["passed"]
     assert report["mil_ops"]["non_constant"] > 0
     assert report["export"]["convert_seconds"] > 0 and report["export"]["peak_rss_bytes"] > 0
-    # The files the issue asks for, and a manifest that describes this export.
+    # The files of a probe directory: the package, its probe report and a manifest that describes this export.
     assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", "model.mlpackage", "probe.json"]
     manifest = read_manifest(directory)
     assert (manifest["kind"], manifest["length"]) == (kind, length)

@@ -1,4 +1,5 @@
-"""The two registries where things are many: the ANE rules (placement/rules/) and the executor's ops (run/mil/).
+"""The registries where things are many: the ANE rules (placement/rules/), the executor's ops (run/mil/) and the
+model families (checkpoint/config.py FAMILIES).
 
 Each is complete (every check written is registered, every op module's handlers are in OPS) and well formed (every
 rule has a statement, a source and a severity or a reason it does not apply; every op's opsets are a range of known
@@ -11,9 +12,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import typing
 
 import pytest
 
+from experiments.ane_engineering.checkpoint.config import FAMILIES
 from experiments.ane_engineering.placement import rules as rules_package
 from experiments.ane_engineering.placement.rules import registry as rule_registry
 from experiments.ane_engineering.placement.rules import CATALOGUE, RULES, SEVERITIES, Orion, catalogue, documented, rule
@@ -157,3 +160,15 @@ def test_a_broken_op_registration_is_refused(monkeypatch, op_types, kwargs, hand
     with pytest.raises(ValueError, match=message):
         register(*op_types, **kwargs)(handler)
     assert op_registry.OPS == before
+
+
+# ------------------------------------------------------------------------------------------------------- families
+TRAITS = ("family", "post_norm", "has_sliding_layers", "has_position_table", "supports_lora")
+
+
+def test_each_family_is_registered_under_its_own_name_and_answers_every_trait():
+    """FAMILIES is the one map from model_type to a family: each parser returns the config class of that name."""
+    for model_type, parser in FAMILIES.items():
+        config_class = typing.get_type_hints(parser)["return"]
+        assert config_class.family == model_type
+        assert all(hasattr(config_class, trait) for trait in TRAITS), config_class

@@ -5,13 +5,14 @@ embeddings summed with the word embeddings, post-LN layers (attention -> residua
 residual -> LayerNorm), biases on every dense layer and norm, full attention everywhere, no final norm. The fields
 below are the ones that decide the function; training-only fields (dropout, initializer range) are ignored.
 Their structure and bounds are the JSON Schema BERT_SCHEMA, checked by json_documents.check (which names the
-field on any problem); the relations between fields are checked after it, as for ModernBERT (modernbert_config.py); config.py
-registers this parser under "bert" in FAMILIES.
+field on any problem); the relations between fields are checked after it, as for ModernBERT (modernbert_config.py);
+config.py registers this parser under BertEncoderConfig.family ("bert") in FAMILIES.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..core.json_documents import POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
 from .config_fields import GELU_ERF_NAMES, LAYER_COUNT, TOKEN_ID, VOCAB_SIZE, ConfigError, device_dimension
@@ -40,7 +41,13 @@ BERT_SCHEMA = open_object(
 @dataclass(frozen=True)
 class BertEncoderConfig:
     """Fields as in transformers' BertConfig; the properties give the shared code (decision head, host, runtime)
-    the same view of the encoder as ModernBERT's EncoderConfig."""
+    the same view of the encoder as ModernBERT's EncoderConfig, family traits included."""
+
+    family: ClassVar[str] = BERT_MODEL_TYPE  # the model_type config.py's FAMILIES registers this parser under
+    post_norm: ClassVar[bool] = True  # post-LN layers: norm(x + f(x))
+    has_sliding_layers: ClassVar[bool] = False  # full attention in every layer
+    has_position_table: ClassVar[bool] = True  # learned absolute positions (and token types), summed on the host
+    supports_lora: ClassVar[bool] = False  # LoRA inputs are implemented on ModernBERT's fused Wqkv rows only
 
     vocab_size: int
     hidden_size: int
@@ -71,11 +78,6 @@ class BertEncoderConfig:
     @property
     def gelu_approximation(self) -> str:
         return "none"
-
-
-def is_bert(config) -> bool:
-    """True for a ModelConfig (or an encoder config) of the BERT family."""
-    return isinstance(getattr(config, "encoder", config), BertEncoderConfig)
 
 
 def parse_bert_encoder(raw: dict, where: str = "config.json") -> BertEncoderConfig:

@@ -121,15 +121,15 @@ def parse_head(raw: dict, encoder: EncoderConfig, where: str = "config.json") ->
     )
 
 
-# model_type -> the parser of that family's encoder fields. A new family adds its schema, dataclass and parser
-# (in a module of its own) and one entry here.
-FAMILIES = {"modernbert": parse_encoder, "bert": parse_bert_encoder}
+# model_type -> the parser of that family's encoder fields: the one map from a model_type to a family. A new family
+# adds its schema, dataclass (with its `family` and traits) and parser in a module of its own, and one entry here.
+FAMILIES = {EncoderConfig.family: parse_encoder, BertEncoderConfig.family: parse_bert_encoder}
 
 
 def parse_config(raw: Any, where: str = "config.json") -> ModelConfig:
     """A ModelConfig from a config.json value; refuses anything else naming the file, the JSON path and the field."""
     check(raw, CONFIG_SCHEMA, where, ConfigError)
-    model_type = raw.get("model_type", "modernbert")
+    model_type = raw.get("model_type", EncoderConfig.family)
     if model_type not in FAMILIES:
         raise ConfigError(f"{where}: field 'model_type' must be {' or '.join(map(repr, FAMILIES))}, got {model_type!r}")
     encoder = FAMILIES[model_type](raw, where)

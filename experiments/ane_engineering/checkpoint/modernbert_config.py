@@ -2,21 +2,33 @@
 
 The structure and the bounds of every field are the JSON Schema MODERNBERT_SCHEMA, checked by json_documents.check
 (which names the field on any problem); the relations between fields are checked in code after it. config.py
-registers `parse_encoder` under the model_type "modernbert" (the default when config.json names none).
+registers `parse_encoder` under EncoderConfig.family, the model_type "modernbert" (the default when config.json
+names none).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..core.json_documents import BOOLEAN, POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
 from .config_fields import (ENCODER_ACTIVATIONS, GELU_TANH_NAMES, LAYER_COUNT, LAYER_TYPES, TOKEN_ID, VOCAB_SIZE,
                             ConfigError, device_dimension)
 
+MODERNBERT_MODEL_TYPE = "modernbert"
+
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """The ModernBERT encoder: embeddings, `num_hidden_layers` layers, final norm."""
+    """The ModernBERT encoder: embeddings, `num_hidden_layers` layers, final norm.
+
+    The family traits (class attributes and properties, so not config fields) are what the shared code asks
+    instead of which family it holds; BertEncoderConfig answers the same questions."""
+
+    family: ClassVar[str] = MODERNBERT_MODEL_TYPE  # the model_type config.py's FAMILIES registers this parser under
+    post_norm: ClassVar[bool] = False  # pre-LN layers: x + f(norm(x))
+    has_position_table: ClassVar[bool] = False  # positions enter through RoPE, not a learned table on the host
+    supports_lora: ClassVar[bool] = True  # LoRA inputs act on the fused Wqkv rows (model/bc1s/lora.py)
 
     vocab_size: int
     hidden_size: int
@@ -40,6 +52,11 @@ class EncoderConfig:
         return self.hidden_size // self.num_attention_heads
 
     @property
+    def has_sliding_layers(self) -> bool:
+        """Some layers attend within a sliding window (they take the local or tiled window mask)."""
+        return "sliding_attention" in self.layer_types
+
+    @property
     def window_radius(self) -> int:
         return self.local_attention // 2
 
@@ -60,7 +77,7 @@ MODERNBERT_SCHEMA = open_object(
         "hidden_activation": {"enum": list(ENCODER_ACTIVATIONS)}, "pad_token_id": TOKEN_ID,
     },
     {
-        "model_type": {"const": "modernbert"},
+        "model_type": {"const": MODERNBERT_MODEL_TYPE},
         "layer_types": {"type": ["array", "null"], "items": {"enum": list(LAYER_TYPES)}},
         "global_attn_every_n_layers": POSITIVE_INTEGER,
         "global_rope_theta": POSITIVE_NUMBER, "local_rope_theta": POSITIVE_NUMBER,

@@ -12,7 +12,7 @@ import math
 
 from ..core.errors import HarnessError
 from ..core.limits import FLOAT32_BYTES, physical_memory_bytes
-from .bert_config import is_bert
+from .bert_config import BertEncoderConfig
 from .bert_tensors import BERT_PREFIX, bert_ignored, expected_bert_tensors
 from .config import ConfigError, ModelConfig
 
@@ -43,7 +43,7 @@ def _dense(names: dict, prefix: str, out: int, inp: int, with_bias: bool) -> Non
 
 
 def expected_encoder_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    if is_bert(config):
+    if config.encoder.family == BertEncoderConfig.family:
         return expected_bert_tensors(config.encoder)
     enc = config.encoder
     c, i = enc.hidden_size, enc.intermediate_size
@@ -88,13 +88,13 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _prefix(config: ModelConfig) -> str:
-    return BERT_PREFIX if is_bert(config) else MLM_PREFIX
+    return BERT_PREFIX if config.encoder.family == BertEncoderConfig.family else MLM_PREFIX
 
 
 def ignored_tensors(stored, config: ModelConfig) -> dict[str, str]:
     """{stored name: why it is ignored} for the tensors a checkpoint carries beside the model (heads, buffers)."""
     prefixed = any(name.startswith(_prefix(config)) for name in stored)
-    if is_bert(config):
+    if config.encoder.family == BertEncoderConfig.family:
         reasons = {name: bert_ignored(name, prefixed) for name in stored}
     else:
         reasons = {name: "masked-LM head (not part of the encoder)" if prefixed and name in MLM_HEAD_TENSORS

@@ -1,9 +1,10 @@
 """FP16 range analysis of the BC1S body: how close does each activation come to the FP16 maximum of 65,504?
 
-The ANE computes in FP16. ModernBERT-family models are reported to carry activation outliers of 20-30k in a few
-residual channels (ANE_MATH.md issue), so before trusting an FP16 package we record, over the fixture questions, the
-largest |value| at every tensor site of the FP32 torch BC1S body and compare it with 65,504. FP32 is the reference for
-ranges: FP16 rounding (2^-11 relative per op) moves magnitudes far less than the 4x margin of a "near" verdict.
+The ANE computes in FP16. ModernBERT-family models are reported to carry large activation outliers in a few
+residual channels (ANE_MATH.md, "10. FP16 range"), so before trusting an FP16 package we record, over the fixture
+questions, the largest |value| at every tensor site of the FP32 torch BC1S body and compare it with 65,504. FP32 is
+the reference for ranges: FP16 rounding (2^-11 relative per op) moves magnitudes far less than the 4x margin of a
+"near" verdict.
 
 How it runs: every fixture question that fits one of `lengths` runs on the smallest such bucket, with the device
 inputs of package/inputs/device_inputs.py `body_inputs`, through `BC1SBody(config, tensors, length)` in FP32. Forward hooks
@@ -26,7 +27,7 @@ device, and an inf there would reach valid tokens as NaN (a masked key still mul
 Squared-magnitude hazards of every channel layer norm (norm.py computes centered = x - mean, then
 mean(centered * centered)): per input column, the variance mean_c (x - mean)^2 and the largest single
 (x - mean)^2. The FP16 elementwise square overflows as soon as |x - mean| > 255.9 even when |x| itself is far below
-65,504 -- the first thing a 20-30k outlier channel breaks. coremltools fuses norm.py's pattern into one layer_norm
+65,504 -- the first thing an outlier channel breaks. coremltools fuses norm.py's pattern into one layer_norm
 op whose internal precision cannot be observed here, so the hazard is reported as if it squared in FP16 (the
 conservative reading); `variance_verdict` covers the variance and the largest square. Also recorded, for information
 only (its own verdicts, not part of `variance_verdict`): `sum_sq_dev`, the un-normalised sum_c (x - mean)^2, which a
@@ -64,7 +65,6 @@ from ..model.bc1s.ffn import GeGLUConv
 from ..model.bc1s.models import BC1SBody
 from ..model.bc1s.norm import ChannelLayerNorm
 from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
-from ..checkpoint.bert_config import is_bert
 from ..package.inputs.device_inputs import body_inputs
 from ..package.inputs.questions import Question, encode_question, fixture_sha256, load_questions
 from ..core.figures import Document
@@ -669,7 +669,7 @@ def range_evidence(checkpoint, lengths=BUCKET_LENGTHS, limits: dict[int, int] | 
         "summary": {
             "verdict": report["verdict"], "needs_clamp": report["needs_clamp"], "clamp": report["clamp"],
             "groups": {name: report["groups"][name] for name in
-                       (SUMMARY_GROUPS_POST_LN if is_bert(checkpoint.config) else SUMMARY_GROUPS)
+                       (SUMMARY_GROUPS_POST_LN if checkpoint.config.encoder.post_norm else SUMMARY_GROUPS)
                        if name in report["groups"]},
         },
         "report": report,
@@ -688,7 +688,7 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
 
     from ..core.torch_threads import single_torch_thread
 
-    with single_torch_thread():  # many small FP32 ops: one thread is several times faster on a shared 2-core machine
+    with single_torch_thread():  # many small FP32 ops: one thread spares them the thread hand-off
         evidence = range_evidence(checkpoint, lengths)
     with atomic_file(path) as temporary:
         temporary.write_text(json.dumps(evidence, indent=1, allow_nan=False) + "\n", encoding="utf-8")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..checkpoint.bert_config import is_bert
-from ..checkpoint.config import ModelConfig
+from ..checkpoint.config import BertEncoderConfig, EncoderConfig, ModelConfig
 from .bert_reference import BertReferenceEncoder
 from .modernbert_reference import ReferenceEncoder
 
 
+# The reference encoder of each family, by the family its config names (checkpoint/config.py FAMILIES).
+REFERENCE_ENCODERS = {EncoderConfig.family: ReferenceEncoder, BertEncoderConfig.family: BertReferenceEncoder}
+
+
 def reference_encoder(config: ModelConfig, tensors: dict) -> nn.Module:
-    if is_bert(config):
-        return BertReferenceEncoder(config, tensors)
-    return ReferenceEncoder(config, tensors)
+    return REFERENCE_ENCODERS[config.encoder.family](config, tensors)

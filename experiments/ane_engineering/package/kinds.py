@@ -19,7 +19,6 @@ from torch import nn
 from ..model.bc1s.lora import LoraSpec
 from ..model.bc1s.embedding import BC1SSentenceEmbedder
 from ..model.bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
-from ..checkpoint.bert_config import is_bert
 from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
 from ..core.errors import HarnessError
@@ -110,7 +109,7 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
                               f"<= {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
         raise ExportSpecError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
-    if lora is not None and is_bert(config):
+    if lora is not None and not config.encoder.supports_lora:
         raise ExportSpecError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); "
                               f"{checkpoint.source} is a BERT encoder")
     if attention.windowed and kind in ("mlp", "baseline"):
@@ -147,7 +146,7 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
     else:
         return _baseline_spec(checkpoint, length)
     module = module.eval()
-    has_local = not is_bert(config) and "sliding_attention" in config.encoder.layer_types
+    has_local = config.encoder.has_sliding_layers
     tiles = attention.tiles(length, config.encoder.window_radius) if has_local else None
     window_shape = tiles.mask_shape() if tiles else None
     inputs = [_bc1s_contract(name, c, length, window_shape) for name in module.input_names()

@@ -15,15 +15,14 @@ from ..checkpoint import Checkpoint
 from .inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
 from ..core.errors import HarnessError
 from ..model.masks import additive_bc1s
-from ..checkpoint.bert_config import is_bert
 from ..model.encoders import reference_encoder
 from ..model.reference import ReferenceDecisionModel
 from ..model.window_tiles import AttentionLayout, additive_window
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others
-# Entries of the random adapter used when a package takes LoRA inputs: with rank 4 it moves Wqkv by about 0.2%,
-# a realistic fine-tuning delta. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
+# Entries of the random adapter used when a package takes LoRA inputs: small, so that B A moves Wqkv by a small
+# fraction, as a realistic fine-tuning delta does. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
 # (W + BA) x is then amplified by the model beyond the logit bound; see tests/test_lora.py.)
 ADAPTER_SCALE = 0.01
 
@@ -52,7 +51,7 @@ def _block_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int) -> 
     with torch.no_grad():
         if spec.kind == "mlp":
             ours = spec.module(x)
-            if is_bert(checkpoint.config):  # post-LN: LayerNorm(x + W2 gelu(W1 x))
+            if checkpoint.config.encoder.post_norm:  # post-LN (BERT's reference): LayerNorm(x + W2 gelu(W1 x))
                 theirs = reference.output_norm(_to_blc(x) + reference.output(torch.nn.functional.gelu(
                     reference.intermediate(_to_blc(x)))))
             else:

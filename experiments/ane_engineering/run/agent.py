@@ -71,7 +71,7 @@ def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body
     if kind == "embedding":
         expected["pooling"] = [1, length, 1, 1]
     layout = package_layout(manifest)
-    if "sliding_attention" in checkpoint.config.encoder.layer_types:
+    if checkpoint.config.encoder.has_sliding_layers:
         tiles = layout.tiles(length, checkpoint.config.encoder.window_radius)
         expected["window_mask" if tiles else "local_mask"] = list(tiles.mask_shape()) if tiles else [1, length, 1, length]
     if manifest.get("lora"):

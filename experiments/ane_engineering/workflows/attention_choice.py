@@ -14,7 +14,6 @@ The choice, per bucket:
 from __future__ import annotations
 
 from ..checkpoint import Checkpoint
-from ..checkpoint.bert_config import is_bert
 from ..core.errors import HarnessError
 from ..model.window_tiles import DEFAULT_TILE, DENSE, AttentionLayout, windowed
 
@@ -27,8 +26,7 @@ class AttentionChoiceError(HarnessError):
 
 
 def has_sliding_layers(checkpoint: Checkpoint) -> bool:
-    enc = checkpoint.config.encoder
-    return not is_bert(checkpoint.config) and "sliding_attention" in enc.layer_types
+    return checkpoint.config.encoder.has_sliding_layers
 
 
 def requested_layout(choice: str, tile: int = DEFAULT_TILE) -> AttentionLayout | None:

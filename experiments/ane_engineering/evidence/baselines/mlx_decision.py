@@ -46,7 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ...checkpoint.bert_config import is_bert
+from ...checkpoint.config import EncoderConfig
 from ...checkpoint.tensors import HEAD_PREFIX
 from ...core.errors import HarnessError
 from ...model.rope import inverse_frequencies
@@ -81,7 +81,7 @@ class MLXDecisionBaseline:
 
     def __init__(self, checkpoint, compiled: bool = False):
         checkpoint.require_head("the MLX decision baseline")
-        if is_bert(checkpoint.config):
+        if checkpoint.config.encoder.family != EncoderConfig.family:
             raise BaselineInputError("the MLX decision baseline implements the ModernBERT encoder; "
                                      f"{checkpoint.source} is a BERT-family encoder")
         mx = _mx()

@@ -19,8 +19,7 @@ import torch
 from torch import nn
 
 from ...core.buckets import MARKER_SLOTS
-from ...checkpoint.bert_config import is_bert
-from ...checkpoint.config import ModelConfig
+from ...checkpoint.config import BertEncoderConfig, ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
 from ..layers import ModelInputError
 from ..window_tiles import DENSE, AttentionLayout, LayoutError, WindowTiles
@@ -60,7 +59,7 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
     if not attention.windowed:
         return None
     enc = config.encoder
-    if is_bert(config) or "sliding_attention" not in enc.layer_types:
+    if not enc.has_sliding_layers:
         raise LayoutError("the windowed attention layout tiles sliding-window layers; this checkpoint has none "
                           "(export it with the dense layout)")
     return WindowTiling(attention.tiles(length, enc.window_radius), enc.hidden_size, enc.head_dim)
@@ -68,9 +67,9 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
                   ropes: RopeCache | None = None, tiling: WindowTiling | None = None) -> nn.Module:
-    if is_bert(config):
-        return BertBC1SLayer(config, tensors, index)
     enc = config.encoder
+    if enc.family == BertEncoderConfig.family:
+        return BertBC1SLayer(config, tensors, index)
     ropes = ropes or RopeCache(length)
     prefix = f"layers.{index}"
     sliding = enc.layer_types[index] == "sliding_attention"
@@ -118,7 +117,7 @@ class BC1SEncoder(nn.Module):
         ropes = ropes or RopeCache(length)
         self.hidden, self.length = enc.hidden_size, length
         self.layer_types = enc.layer_types
-        self.has_local = "sliding_attention" in enc.layer_types
+        self.has_local = enc.has_sliding_layers
         self.attention = attention
         tiling = window_tiling(config, length, attention)
         self.tiling = tiling  # windowed layout: the residual stream is tiled through each run of sliding layers
@@ -177,10 +176,10 @@ def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeCac
                  lora: LoraSpec | None = None, lora_layers: int | None = None,
                  attention: AttentionLayout = DENSE) -> nn.Module:
     """The BC1S encoder of the family config.json names: ModernBERT (BC1SEncoder) or BERT (bert.py)."""
-    if not is_bert(config):
+    if config.encoder.family != BertEncoderConfig.family:
         return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers, attention)
     window_tiling(config, length, attention)  # refuses a windowed layout: BERT has no sliding layers
-    if lora is not None:
+    if lora is not None and not config.encoder.supports_lora:
         raise ModelInputError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); this "
                               "checkpoint is a BERT encoder")
     return BC1SBertEncoder(config, tensors, length)
@@ -248,7 +247,7 @@ class BC1SMLPBlock(nn.Module):
         super().__init__()
         layer = encoder_layer(config, tensors, index, length)
         self.mlp_norm, self.mlp = layer.mlp_norm, layer.mlp
-        self.post_norm = is_bert(config)
+        self.post_norm = config.encoder.post_norm
         self.hidden, self.length = config.encoder.hidden_size, length
 
     def input_names(self) -> list[str]:
@@ -281,8 +280,8 @@ class BC1SLayerBlock(nn.Module):
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
         expect_shape(self.mask_name, mask, self.mask_shape)
-        if self.mask_name == "global_mask" and not is_bert(self.config):
-            mask = key_bias(mask)  # (1, L, 1, 1): folded into the scores
+        if self.mask_name == "global_mask" and isinstance(self.layer, BC1SLayer):
+            mask = key_bias(mask)  # (1, L, 1, 1): ModernBERT's layers fold it into the scores; BERT's add the mask
         if self.tiling is not None:
             return self.tiling.untile(self.layer(self.tiling.queries(hidden_states), mask))  # (1, C, 1, L)
         return self.layer(hidden_states, mask)  # (1, C, 1, L)

@@ -1,9 +1,10 @@
 """What the host prepares for the one device call: fixed-shape (B, C, 1, S) inputs for one bucket length.
 
-The embedding table (256,000 x 768 for mmBERT) stays on the host; only the rows of the request's tokens are
-looked up (for BERT: word, token-type and position rows, summed on the host). Padding columns get the pad token's row (their values never reach a valid token: keys at padding are
-masked). Masks are finite additive biases in the score layout [0, key, 0, query] (see model/masks.py); a package
-exported with the windowed layout takes a tile-local mask for its sliding layers instead of the L x L local mask
+The embedding table (vocab_size x hidden_size) stays on the host; only the rows of the request's tokens are looked
+up (for an encoder with a position table, BERT's: word, token-type and position rows, summed on the host). Padding
+columns get the pad token's row (their values never reach a valid token: keys at padding are masked). Masks are
+finite additive biases in the score layout [0, key, 0, query] (see model/masks.py); a package exported with the
+windowed layout takes a tile-local mask for its sliding layers instead of the L x L local mask
 (model/window_tiles.py), and the host builds only the masks the package's layout needs.
 """
 
@@ -15,7 +16,6 @@ import numpy as np
 import torch
 
 from ...core.buckets import MARKER_SLOTS
-from ...checkpoint.bert_config import is_bert
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
 from ...core.errors import HarnessError
@@ -45,7 +45,7 @@ def _masks(length: int, num_tokens: int, window_radius: int | None, tile: int | 
 def device_masks(config: ModelConfig, length: int, num_tokens: int, attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
     """Copies of the additive masks a package of this config, bucket and attention layout takes."""
     enc = config.encoder
-    has_local = not is_bert(config) and "sliding_attention" in enc.layer_types
+    has_local = enc.has_sliding_layers
     masks = _masks(length, num_tokens, enc.window_radius if has_local else None,
                    attention.tile if has_local and attention.windowed else None)
     return {name: mask.copy() for name, mask in masks.items()}  # copies: callers may edit their inputs
@@ -54,7 +54,7 @@ def device_masks(config: ModelConfig, length: int, num_tokens: int, attention: A
 def embedding_rows(config: ModelConfig, tensors: dict, ids: torch.Tensor) -> torch.Tensor:
     """(L, C) embedding rows of the (L,) padded ids: ModernBERT's token rows, or BERT's word + token-type (0) +
     absolute position rows, summed in transformers' order. Only the rows needed are read from the tables."""
-    if not is_bert(config):
+    if not config.encoder.has_position_table:
         return tensors["embeddings.tok_embeddings.weight"][ids]  # (L, C)
     length, positions = ids.shape[0], config.encoder.max_position_embeddings
     if length > positions:
