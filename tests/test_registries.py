@@ -18,11 +18,24 @@ import pytest
 
 from experiments.ane_engineering.checkpoint.config import FAMILIES
 from experiments.ane_engineering.placement import rules as rules_package
+from experiments.ane_engineering.placement.rules import (
+    CATALOGUE,
+    RULES,
+    SEVERITIES,
+    Orion,
+    catalogue,
+    documented,
+    rule,
+)
 from experiments.ane_engineering.placement.rules import registry as rule_registry
-from experiments.ane_engineering.placement.rules import CATALOGUE, RULES, SEVERITIES, Orion, catalogue, documented, rule
 from experiments.ane_engineering.run.mil import ops as ops_package
 from experiments.ane_engineering.run.mil import registry as op_registry
-from experiments.ane_engineering.run.mil.registry import OPS, OPSETS, opset_range, register
+from experiments.ane_engineering.run.mil.registry import (
+    OPS,
+    OPSETS,
+    opset_range,
+    register,
+)
 
 CHECK_MODULES = [importlib.import_module(f"{rules_package.__name__}.{m.name}")
                  for m in pkgutil.iter_modules(rules_package.__path__)]
