@@ -36,8 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     check_output(args.output, [args.package])
+    stderr = sys.stderr  # coremltools' stderr is silenced while it palettizes; the progress lines are not
     report = palettize_candidate(args.package, args.output, args.bits, args.mode, args.group_size, args.workers,
-                                 args.implementation, progress=lambda m: print(f"[palettize] {m}", file=sys.stderr))
+                                 args.implementation, progress=lambda m: print(f"[palettize] {m}", file=stderr,
+                                                                                 flush=True))
     print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} ({report['compression']['implementation']})"
           f" in {report['seconds']:.1f} s; {report['parent_bytes'] / 1e6:.2f} MB -> {report['package_bytes'] / 1e6:.2f} MB")
     return 0

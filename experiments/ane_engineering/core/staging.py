@@ -6,7 +6,8 @@ inside one of the command's inputs (writing there would change the input, e.g. b
 Work happens in a temporary sibling (`staged_directory`, `cli.atomic_file`) that is published with a rename that
 cannot replace anything (`publish`): not a file, not an empty directory, not a symlink created meanwhile. A failed
 or interrupted run removes its staging entry (or, if killed hard, leaves only a hidden `.name.*.partial` sibling,
-never the output itself).
+never the output itself). A stop request (core/stop.py) is never answered by a publish: `publish` refuses once one
+is recorded, and what it published is withdrawn if one arrives before the command ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
+from . import stop
 from .errors import HarnessError
 
 
@@ -97,7 +99,15 @@ def _rename_exclusive(source: Path, target: Path) -> bool:
 
 
 def publish(source: Path, target: Path) -> None:
-    """Rename `source` to `target` only if nothing at all is at `target`; raise OutputExistsError otherwise."""
+    """Rename `source` to `target` only if nothing at all is at `target`; raise OutputExistsError otherwise.
+    Refused (StopRequested) once a stop is recorded; a stop during the rename is raised after it, and the command's
+    end withdraws what was published (core/stop.py)."""
+    with stop.critical():
+        _publish(source, target)
+        stop.record_published(target)
+
+
+def _publish(source: Path, target: Path) -> None:
     try:
         if _rename_exclusive(source, target):
             return
@@ -119,11 +129,13 @@ def publish(source: Path, target: Path) -> None:
 def staged_directory(output: Path, inputs: Iterable[Path | None] = ()):
     """Yield a fresh staging directory next to `output`; publish it as `output` when the block succeeds."""
     output = check_output(output, inputs)
+    stop.check()
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
-    ordinary_permissions(staging, 0o777)
     try:
-        yield staging
-        publish(staging, output)
+        with stop.scratch(staging):
+            ordinary_permissions(staging, 0o777)
+            yield staging
+            publish(staging, output)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

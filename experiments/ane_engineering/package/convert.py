@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..core import stop
 from .kinds import ExportSpec
 from .graph_passes import with_project_passes
 
@@ -138,11 +139,13 @@ def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", 
     """Return the converted ct.models.MLModel (not loaded: prediction is macOS-only), or with
     convert_to="milinternal" the PyMIL program."""
     ct = import_coremltools()
+    stop.check()  # importing coremltools and tracing swallow a stop raised inside them (core/stop.py)
     install_numpy2_scalar_cast_workaround()
     traced = trace(spec, short_trace)
+    stop.check()
     outputs = [ct.TensorType(name=c.name, dtype=np.float16) for c in spec.outputs]
     with quiet_coremltools():
-        return ct.convert(
+        model = ct.convert(
             traced,
             inputs=_input_types(ct, spec),
             outputs=outputs,
@@ -152,3 +155,5 @@ def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", 
             pass_pipeline=pass_pipeline(ct, spec, lean),
             **({"skip_model_load": True} if convert_to == "mlprogram" else {}),
         )
+    stop.check()
+    return model
