@@ -24,16 +24,16 @@ def atomic_file(path: Path, inputs: Iterable[Path | None] = ()):
     """Yield a temporary sibling path; publish it as `path` only if the block succeeds (and `path` is still free)."""
     path = check_output(path, inputs)
     stop.check()
+    with stop.scratch(lambda: _temporary_sibling(path)) as temporary:  # removed at the end unless published
+        ordinary_permissions(temporary, 0o666)
+        yield temporary
+        publish(temporary, path)
+
+
+def _temporary_sibling(path: Path) -> str:
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
-    temporary = Path(temporary)
-    try:
-        with stop.scratch(temporary):
-            ordinary_permissions(temporary, 0o666)
-            yield temporary
-            publish(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    return temporary
 
 
 def write_evidence(path: Path, evidence: dict) -> None:

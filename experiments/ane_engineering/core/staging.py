@@ -16,7 +16,6 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -104,7 +103,7 @@ def publish(source: Path, target: Path) -> None:
     end withdraws what was published (core/stop.py)."""
     with stop.critical():
         _publish(source, target)
-        stop.record_published(target)
+        stop.record_published(target, source)
 
 
 def _publish(source: Path, target: Path) -> None:
@@ -130,12 +129,8 @@ def staged_directory(output: Path, inputs: Iterable[Path | None] = ()):
     """Yield a fresh staging directory next to `output`; publish it as `output` when the block succeeds."""
     output = check_output(output, inputs)
     stop.check()
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
-    try:
-        with stop.scratch(staging):
-            ordinary_permissions(staging, 0o777)
-            yield staging
-            publish(staging, output)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    # removed at the end of the block unless it was published (also when a stop cuts the block short)
+    with stop.scratch(lambda: tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)) as staging:
+        ordinary_permissions(staging, 0o777)
+        yield staging
+        publish(staging, output)
