@@ -20,7 +20,9 @@ from pathlib import Path
 
 from .core.buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import integer
+from .core.limits import WORKERS_PER_CPU, max_workers
 from .core.cli import UsageError, run_main
 from .core.errors import HarnessError
 from .core import stop
@@ -146,15 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
+    parser.add_argument("--jobs", type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
+                                               "more only compete for its cores"),
+                        default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    output = check_output(args.output)
-    if args.jobs < 1:
-        raise UsageError("--jobs must be >= 1")
+    output = check_output(args.output, [local_source_directory(args.source)])
     staging = output.parent / f".{output.name}.reproduce-partial"
     if staging.exists():
         raise UsageError(f"{staging} exists (another reproduce into {output} running, or left from a crash); remove it")

@@ -14,6 +14,10 @@ from .tensors import CheckpointError
 
 BYTE_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MARK]")
 BYTE_VOCAB_SIZE = len(BYTE_SPECIALS) + 256
+# Texts in several scripts: a tokenizer that maps every one of them to no content token covers no text at all (an
+# empty vocabulary turns "hello world" into [CLS] [SEP]). An unknown-word token counts as content: it stands for
+# the text (all-MiniLM-L6-v2 maps some fixture options in Devanagari and Han to [UNK] and is validated so).
+COVERAGE_PROBES = ("hello world", "Привет, мир", "你好，世界", "مرحبا بالعالم", "0123456789")
 
 
 def _bytes_to_symbols() -> dict[int, str]:
@@ -56,7 +60,28 @@ def load_tokenizer(path: Path) -> Tokenizer:
         raise CheckpointError(f"{path}: not a valid tokenizer.json ({error})") from error
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    if not any(content_token_count(tokenizer, tokenizer.encode(text).ids) for text in COVERAGE_PROBES):
+        raise CheckpointError(f"{path}: the tokenizer maps every text to no content token (e.g. "
+                              f"{COVERAGE_PROBES[0]!r} to {tokenizer.encode(COVERAGE_PROBES[0]).tokens}): its "
+                              "vocabulary covers no text")
     return tokenizer
+
+
+def content_token_count(tokenizer: Tokenizer, ids) -> int:
+    """How many of `ids` are not special tokens ([CLS], [SEP], padding, markers, ...)."""
+    specials = {index for index, token in tokenizer.get_added_tokens_decoder().items() if token.special}
+    return sum(1 for index in ids if index not in specials)
+
+
+def require_content(tokenizer: Tokenizer, text: str, ids: list[int], what: str) -> list[int]:
+    """`ids` (the encoding of `text`) unless they hold no content token: a text the model would see as nothing
+    (an empty text, or one the vocabulary does not cover) is refused, not run as [CLS] [SEP]."""
+    if not content_token_count(tokenizer, ids):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise CheckpointError(f"{what}: the tokenizer maps {shown!r} to no content token "
+                              f"({' '.join(tokenizer.decode([i], skip_special_tokens=False) for i in ids) or 'nothing'}); "
+                              "its vocabulary does not cover the text")
+    return ids
 
 
 def special_token_texts(tokenizer: Tokenizer) -> list[str]:

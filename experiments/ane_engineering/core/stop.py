@@ -31,6 +31,8 @@ in-process callers (tests, `reproduce`) get them for the duration of `run_main` 
 from __future__ import annotations
 
 import _thread
+import atexit
+import gc
 import os
 import shutil
 import signal
@@ -49,6 +51,7 @@ GRACE_SECONDS = 5.0
 # cleanup that `shielded()` does not cover).
 FIRST_RERAISE_SECONDS = 1.0
 RERAISE_SECONDS = 0.2
+EXIT_HANDLER_SECONDS = 2.0
 COMMAND_PACKAGE = "experiments.ane_engineering."
 
 
@@ -407,7 +410,12 @@ def command():
         terminate_children(wait=1.0, rounds=20)
         _announce(signum, "nothing was published" + (f" (could not withdraw: {'; '.join(problems)})" if problems else ""))
         if _state.process_level:
-            # Nothing is left to do but the libraries' exit handlers, which can wait on the pools just terminated.
+            # Nothing is left to do but the libraries' exit handlers (coremltools removes a converted model's
+            # temporary package in one), which can wait on the pools just terminated: they get EXIT_HANDLER_SECONDS.
+            gc.collect()
+            handlers = threading.Thread(target=atexit._run_exitfuncs, name="exit-handlers", daemon=True)
+            handlers.start()
+            handlers.join(EXIT_HANDLER_SECONDS)
             _flush()
             os._exit(128 + signum)
         return 128 + signum

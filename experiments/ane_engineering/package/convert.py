@@ -110,11 +110,9 @@ def trace(spec: ExportSpec, short: bool = True):
     if not short or spec.rebuild is None or spec.length <= TRACE_LENGTH:
         with torch.no_grad():
             return torch.jit.trace(spec.module, spec.example_inputs(), check_trace=False)
-    short_module = spec.rebuild(TRACE_LENGTH).eval()
-    examples = tuple(torch.zeros(tuple(TRACE_LENGTH if d == spec.length else d for d in x.shape), dtype=x.dtype)
-                     for x in spec.example_inputs())
+    short = spec.rebuild(TRACE_LENGTH)  # its own inputs: only the length axes are short (a channel axis may equal L)
     with torch.no_grad():
-        traced = torch.jit.trace(short_module, examples, check_trace=False)
+        traced = torch.jit.trace(short.module.eval(), short.example_inputs(), check_trace=False)
     full = dict(spec.module.named_modules(remove_duplicate=False))
     for path, module in traced.named_modules(remove_duplicate=False):
         for name, _ in list(module.named_buffers(recurse=False)):  # none at all for an FFN block: nothing to swap
