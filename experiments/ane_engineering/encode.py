@@ -21,7 +21,7 @@ from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .core.limits import MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
-from .checkpoint.tokenizer import require_content
+from .checkpoint.tokenizer import content_ids
 from .core.cli import UsageError, atomic_file, run_main
 from .core.staging import check_output
 
@@ -47,7 +47,7 @@ def input_ids_for(checkpoint, text: str | None, ids: list[int] | None) -> list[i
         raise UsageError(f"--text is not valid UTF-8 (byte 0x{ord(text[error.start]) & 0xFF:02x} at character "
                          f"{error.start})") from None
     # The tokenizer's own post-processor decides special tokens, as transformers' tokenizer would.
-    return require_content(tokenizer, text, tokenizer.encode(text).ids, "--text")
+    return content_ids(tokenizer, text, "--text")
 
 
 def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.ndarray]:

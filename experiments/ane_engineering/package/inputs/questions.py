@@ -17,7 +17,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ...checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
-from ...checkpoint.tokenizer import require_content, special_token_texts
+from ...checkpoint.tokenizer import content_ids, special_token_texts
 from ...core.errors import HarnessError
 from ...core.json_documents import NON_EMPTY_STRING, NUMBER, STRING, array_of, closed_object, read_json
 
@@ -83,8 +83,7 @@ def encode_question(tokenizer: Tokenizer, head: DecisionHeadConfig, question: Qu
                 raise QuestionError(f"question {question.id!r}: text contains the special token {special!r}")
 
     def pieces(text: str) -> list[int]:  # never empty: a text the vocabulary misses is refused, not dropped
-        return require_content(tokenizer, text, tokenizer.encode(text, add_special_tokens=False).ids,
-                               f"question {question.id!r}")
+        return content_ids(tokenizer, text, f"question {question.id!r}", add_special_tokens=False)
 
     ids = [head.cls_token_id, *pieces(question.text), head.sep_token_id]
     types = [TYPE_QUESTION] * len(ids)
