@@ -185,3 +185,10 @@ def test_reproduce_and_reweight_refuse_absurd_counts_and_homes(out, capsys):
     refused(reproduce.main, ["--jobs", "0", "--output", str(out)], capsys, "--jobs must be >= 1")
     refused(reweight.main, ["--package", "pkg", "--source", "~no-such-user-here", "--output", str(out)], capsys,
             "no user 'no-such-user-here'")
+
+
+def test_render_refuses_a_directory_that_is_not_the_repository(tmp_path, capsys):
+    from experiments.ane_engineering import render
+
+    refused(render.main, ["--repo", str(tmp_path), "--check"], capsys, "no benchmarks/evidence/ directory there")
+    assert list(tmp_path.iterdir()) == []

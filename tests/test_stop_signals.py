@@ -248,3 +248,19 @@ def test_in_process_callers_get_their_handlers_back():
     before = {s: signal.getsignal(s) for s in stop.STOP_SIGNALS}
     assert run_main(lambda argv: 0, []) == 0
     assert {s: signal.getsignal(s) for s in stop.STOP_SIGNALS} == before
+
+
+def test_a_regenerated_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """render, op_table and fit_margins overwrite committed files: never half-written, and not once stopped."""
+    target = tmp_path / "REPORT.md"
+    target.write_text("old\n")
+    staging_module.replace_text(target, "new\n")
+    assert target.read_text() == "new\n" and list(tmp_path.iterdir()) == [target]
+
+    def main(argv):
+        _in_process_stop(monkeypatch)
+        staging_module.replace_text(target, "newer\n")
+        return 0
+
+    assert run_main(main, []) == 128 + signal.SIGTERM
+    assert target.read_text() == "new\n" and list(tmp_path.iterdir()) == [target]

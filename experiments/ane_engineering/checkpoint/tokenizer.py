@@ -95,8 +95,14 @@ def content_ids(tokenizer: Tokenizer, text: str, what: str, add_special_tokens: 
 
 
 def content_token_count(tokenizer: Tokenizer, ids) -> int:
-    """How many of `ids` are not special tokens ([CLS], [SEP], padding, markers, ...)."""
-    specials = {index for index, token in tokenizer.get_added_tokens_decoder().items() if token.special}
+    """How many of `ids` are not special tokens ([CLS], [SEP], padding, markers, ...); the unknown-word token
+    counts as content (see COVERAGE_PROBES), although tokenizer.json files list it among the special ones."""
+    model = tokenizer.model
+    unknown = {getattr(model, "unk_id", None)}  # Unigram names it by id, BPE and WordPiece by token
+    if getattr(model, "unk_token", None) is not None:
+        unknown.add(tokenizer.token_to_id(model.unk_token))
+    specials = {index for index, token in tokenizer.get_added_tokens_decoder().items()
+                if token.special and index not in unknown}
     return sum(1 for index in ids if index not in specials)
 
 

@@ -3,7 +3,7 @@ the flag, what no command could use: a value that is not a number, below its min
 gives (core/limits.py holds the bounds), and lists with an empty or repeated item (`1,,2`, `q,q`), which would
 otherwise be silently dropped or counted twice.
 
-They raise UsageError, which core/cli.py run_main prints as one line with exit status 2 (argparse's own errors
+They raise a UsageError, which core/cli.py run_main prints as one line with exit status 2 (argparse's own errors
 print a usage block first).
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from .errors import HarnessError
+from .cli import UsageError
 
 
-class ArgumentValueError(HarnessError):
+class ArgumentValueError(UsageError):
     """A command-line value refused where it enters."""
 
 

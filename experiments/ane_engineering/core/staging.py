@@ -134,3 +134,24 @@ def staged_directory(output: Path, inputs: Iterable[Path | None] = ()):
         ordinary_permissions(staging, 0o777)
         yield staging
         publish(staging, output)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` anew, for the commands that regenerate a committed file (render, op_table, fit_margins): a
+    temporary sibling renamed over it, so a crash or a stop leaves the old file or the new one, never half of it."""
+    path = Path(path)
+    stop.check()
+
+    def sibling() -> str:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        os.close(handle)
+        return name
+
+    with stop.scratch(sibling) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+        if path.exists():
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+        else:
+            ordinary_permissions(temporary, 0o666)
+        with stop.critical():
+            os.replace(temporary, path)
