@@ -408,7 +408,8 @@ def command():
             problems = withdraw_published()
             remove_scratch()
         terminate_children(wait=1.0, rounds=20)
-        _announce(signum, "nothing was published" + (f" (could not withdraw: {'; '.join(problems)})" if problems else ""))
+        _announce(signum, "nothing was published"
+                  + (f" (could not withdraw: {'; '.join(problems)})" if problems else ""))
         if _state.process_level:
             # Nothing is left to do but the libraries' exit handlers (coremltools removes a converted model's
             # temporary package in one), which can wait on the pools just terminated: they get EXIT_HANDLER_SECONDS.
