@@ -192,3 +192,11 @@ def test_render_refuses_a_directory_that_is_not_the_repository(tmp_path, capsys)
 
     refused(render.main, ["--repo", str(tmp_path), "--check"], capsys, "no benchmarks/evidence/ directory there")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_probe_refuses_a_tile_for_a_model_without_sliding_layers(random_checkpoint, out, capsys):
+    from checkpoint_support import small_config
+
+    source = random_checkpoint(small_config(global_attn_every_n_layers=1))  # every layer full attention
+    refused(probe.main, ["--kind", "encoder", "--tile", "16", "--source", str(source), "--output", str(out)], capsys,
+            "--tile is not used", "no sliding-window layer")

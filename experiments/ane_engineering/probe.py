@@ -22,7 +22,7 @@ from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import run_main
-from .workflows.attention_choice import CHOICES
+from .workflows.attention_choice import CHOICES, has_sliding_layers
 from .package.kinds import KINDS
 from .core.staging import check_output
 from .model.bc1s.lora import LORA_TARGETS
@@ -73,6 +73,9 @@ def main(argv=None) -> int:
     check_arguments(args)
     check_output(args.output, [local_source_directory(args.source)])
     checkpoint = load_checkpoint(args.source)
+    if args.tile is not None and not has_sliding_layers(checkpoint):
+        raise ArgumentValueError(f"--tile is not used: {checkpoint.source} has no sliding-window layer, so every "
+                                 "layout is dense; leave it out")
     lora = None
     if args.lora_rank is not None:
         from .model.bc1s.lora import LoraSpec
