@@ -98,7 +98,7 @@ def test_bad_ids_are_refused(tmp_path):
     output = tmp_path / "bad.npy"
     with pytest.raises(UsageError, match=r"token ids must be in \[0, 260\)"):
         main(["--source", "builtin:tiny", "--ids", "1,260,2", "--output", str(output)])
-    with pytest.raises(UsageError, match="comma-separated integers"):
+    with pytest.raises(UsageError, match="--ids must be an integer"):
         main(["--source", "builtin:tiny", "--ids", "1,x,2", "--output", str(output)])
     assert not output.exists()
 

@@ -22,7 +22,8 @@ def test_lean_pipeline_gives_the_default_pipelines_package(tiny, tmp_path, kind)
     assert _hash(spec, tmp_path / "lean.mlpackage", lean=True) == _hash(spec, tmp_path / "default.mlpackage", lean=False)
 
 
-@pytest.mark.parametrize("kind, length", [("body", 1024), ("layer", 192), ("encoder", 192)])
+# ("encoder", 128): builtin:tiny's hidden size is 128 too, so only the length axes of the inputs may be shortened
+@pytest.mark.parametrize("kind, length", [("body", 1024), ("layer", 192), ("encoder", 192), ("encoder", 128)])
 def test_short_tracing_gives_the_full_length_package(tiny, tmp_path, kind, length):
     spec = build_export_spec(tiny, kind, length, layer_index=1)
     short = _hash(spec, tmp_path / "short.mlpackage", short_trace=True)

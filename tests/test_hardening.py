@@ -97,14 +97,14 @@ def test_non_finite_outputs_fail_the_finite_gate_in_validate(overflowing_body, t
 def test_sweep_records_failing_and_refused_candidates_and_finishes(overflowing_body, tmp_path, capsys):
     output = tmp_path / "sweep"
     status = run_main(sweep.main, ["--package", str(overflowing_body), "--bits", "8", "--modes", "uniform",
-                                   "--group-sizes", "32,1000000", "--jobs", "1", "--repeats", "1",
+                                   "--group-sizes", "32,16384", "--jobs", "1", "--repeats", "1",
                                    "--output", str(output)])
     assert status == 0
     result = json.loads((output / "sweep.json").read_text())
     rows = {row["group_size"]: row for row in result["candidates"]}
-    assert set(rows) == {32, 1000000} and not result["baseline"]["passed"]
+    assert set(rows) == {32, 16384} and not result["baseline"]["passed"]
     assert not rows[32]["passed"] and any("finite gate" in r for r in rows[32]["failed_reasons"])
-    assert not rows[1000000]["passed"] and "changed nothing" in rows[1000000]["failed_reasons"][0]
+    assert not rows[16384]["passed"] and "changed nothing" in rows[16384]["failed_reasons"][0]
     assert (output / "sweep.md").is_file() and (output / "sweep.png").is_file()
 
 
@@ -224,7 +224,7 @@ def test_outputs_inside_an_input_are_refused_and_the_input_is_untouched(tiny_pac
 # ------------------------------------------------------------------------------------------------------------
 def test_a_palettization_that_changes_nothing_is_refused(tiny_packages, tmp_path, capsys):
     body = tiny_packages.get("body", 96)[0]
-    refused(palettize_main, ["--package", str(body), "--bits", "8", "--mode", "uniform", "--group-size", "1000000",
+    refused(palettize_main, ["--package", str(body), "--bits", "8", "--mode", "uniform", "--group-size", "16384",
                              "--output", str(tmp_path / "w8")], capsys, "changed nothing")
     assert not (tmp_path / "w8").exists() and not list(tmp_path.glob(".w8*"))
 

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from .core import reference_run
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import integer
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.cli import UsageError, atomic_file, run_main
 from .core.provenance import backend_record, portable_path
 from .run.backends import BACKEND_CHOICES
@@ -33,13 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", required=True, type=Path, help="probe (or palettize) output directory")
-    parser.add_argument("--length", required=True, type=int, help="bucket length (must match the package)")
+    parser.add_argument("--length", required=True, type=integer("--length", 1, MAX_DIMENSION),
+                        help="bucket length (must match the package)")
     add_source_argument(parser)
     parser.add_argument("--long", action="store_true", help="full path on a real ~1,024-token fixture input")
     body, full = reference_run.measurement("L96-body"), reference_run.measurement("L96-full-path")
-    parser.add_argument("--warmup", type=int, help=f"warm-up calls (default, as the reference run: {body['warmup']} "
+    parser.add_argument("--warmup", type=integer("--warmup", 0, MAX_CALLS, "every call is a full call"), help=f"warm-up calls (default, as the reference run: {body['warmup']} "
                                                    f"component, {full['warmup']} full path)")
-    parser.add_argument("--calls", type=int, help=f"timed calls (default, as the reference run: {body['calls']} "
+    parser.add_argument("--calls", type=integer("--calls", 1, MAX_CALLS, "every raw timing is written into the "
+                                                "evidence file"), help=f"timed calls (default, as the reference run: {body['calls']} "
                                                   f"component, {full['calls']} full path)")
     parser.add_argument("--vs", type=Path, help="second package of the same bucket (e.g. the other attention layout), timed "
                                                    "interleaved call by call")
@@ -53,7 +57,9 @@ def main(argv=None) -> int:
     from .package.manifest import read_manifest
 
     args = build_parser().parse_args(argv)
-    check_output(args.output, [args.package, args.vs])
+    check_output(args.output, [args.package, args.vs, local_source_directory(args.source)])
+    if args.vs is not None and args.vs.resolve() == args.package.resolve():
+        raise UsageError("--vs names the --package itself; pairing a package with itself compares nothing")
     if read_manifest(args.package)["length"] != args.length:
         raise UsageError(f"--length {args.length} does not match the package's bucket")
     overrides = {k: v for k, v in (("warmup", args.warmup), ("calls", args.calls)) if v is not None}

@@ -16,28 +16,30 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .core.arguments import comma_list, integer, refuse_unused
 from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
+from .core.limits import MAX_DIMENSION
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
+from .checkpoint.tokenizer import content_ids
 from .core.cli import UsageError, atomic_file, run_main
 from .core.staging import check_output
 
 BACKENDS = ("reference", "bc1s", "mil", "coreml")
+PACKAGE_BACKENDS = ("mil", "coreml")
 
 
 def parse_ids(text: str) -> list[int]:
-    try:
-        ids = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise UsageError(f"--ids must be comma-separated integers, got {text!r}") from error
-    if not ids:
-        raise UsageError("--ids is empty")
-    return ids
+    """Comma-separated token ids, none empty (`1,,2` is refused, not read as 1,2); repeats are ordinary text."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise UsageError(f"--ids {text!r} has an empty item; give comma-separated token ids without gaps")
+    return [integer("--ids", 0)(part) for part in parts]
 
 
-def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
+def input_ids_for(checkpoint, text: str | None, ids: list[int] | None) -> list[int]:
     if ids is not None:
-        return parse_ids(ids)
+        return ids
     tokenizer = checkpoint.require_tokenizer("--text")
     try:  # argv bytes that are not UTF-8 arrive as lone surrogates (PEP 383); they are not text
         text.encode("utf-8")
@@ -45,7 +47,7 @@ def input_ids_for(checkpoint, text: str | None, ids: str | None) -> list[int]:
         raise UsageError(f"--text is not valid UTF-8 (byte 0x{ord(text[error.start]) & 0xFF:02x} at character "
                          f"{error.start})") from None
     # The tokenizer's own post-processor decides special tokens, as transformers' tokenizer would.
-    return tokenizer.encode(text).ids
+    return content_ids(tokenizer, text, "--text")
 
 
 def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.ndarray]:
@@ -98,6 +100,9 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
     enc = checkpoint.config.encoder
     if any(not 0 <= t < enc.vocab_size for t in input_ids):
         raise UsageError(f"token ids must be in [0, {enc.vocab_size})")
+    if len(input_ids) > enc.max_position_embeddings:
+        raise UsageError(f"{len(input_ids)} tokens: {checkpoint.source} takes at most {enc.max_position_embeddings} "
+                         "(max_position_embeddings); inputs are never truncated")
     if backend in ("mil", "coreml"):
         return encode_package(checkpoint, input_ids, backend, package, adapter)
     n = len(input_ids)
@@ -111,6 +116,9 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
         if backend == "bc1s":
             from .model.bc1s.models import bc1s_encoder
 
+            if length is not None and length > enc.max_position_embeddings:
+                raise UsageError(f"--length {length}: {checkpoint.source} takes at most {enc.max_position_embeddings} "
+                                 "tokens (max_position_embeddings)")
             length = length or smallest_bucket(n, buckets_within(enc.max_position_embeddings))
             if length is None or n > length:
                 raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are never truncated")
@@ -126,9 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_argument(parser)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--text", help="text to tokenize with the checkpoint's tokenizer.json")
-    group.add_argument("--ids", help="comma-separated token ids, e.g. 1,72,105,2")
+    group.add_argument("--ids", type=parse_ids, help="comma-separated token ids, e.g. 1,72,105,2")
     parser.add_argument("--backend", choices=BACKENDS, default="reference", help="what computes the hidden states")
-    parser.add_argument("--length", type=int, help="bucket length for bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
+    parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION, "a bucket length is a tensor axis of "
+                                                 f"the export; Core ML loads none above {MAX_DIMENSION}"),
+                        help="bucket length for --backend bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
     parser.add_argument("--package", type=Path, help="encoder-kind probe output for --backend mil|coreml")
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for an encoder package exported "
                         "with --lora-rank (default: the zero adapter, i.e. the base model)")
@@ -138,7 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    check_output(args.output, [args.package, args.adapter])
+    refuse_unused(args, {
+        **({} if args.backend == "bc1s" else {"length": f"by --backend {args.backend} (only bc1s takes a bucket "
+                                                       "length; a package has its own)"}),
+        **({} if args.backend in PACKAGE_BACKENDS else {
+            "package": f"by --backend {args.backend} (only mil and coreml run a package)",
+            "adapter": f"by --backend {args.backend} (only a LoRA package run by mil or coreml takes one)"}),
+    })
+    check_output(args.output, [args.package, args.adapter, local_source_directory(args.source)])
     checkpoint = load_checkpoint(args.source)
     hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length, args.package,
                     args.adapter)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .core.arguments import refuse_unused
 from .core.cli import UsageError, atomic_file, run_main
 from .core.staging import check_output
 from .run.mil.numerics import FP32_ACCUMULATE, MODES
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="with --describe: print JSON")
     parser.add_argument("--inputs", type=Path, help=".npz with one array per input name")
     parser.add_argument("--output", type=Path, help="new .npz for the outputs (refused if it exists)")
-    parser.add_argument("--mode", choices=MODES, default=FP32_ACCUMULATE,
+    parser.add_argument("--mode", choices=MODES,
                         help="fp32-accumulate: float32 inside each op, fp16 storage (default); fp16-strict: every "
                              "step rounded to fp16 (slow, a pessimistic bound)")
     parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
@@ -50,17 +51,18 @@ def main(argv=None) -> int:
     # torch / scikit-learn: true off macOS and irrelevant to running a package here, so kept off this command's output
     logging.getLogger("coremltools").setLevel(logging.ERROR)
     if args.describe:
-        if args.inputs or args.output:
-            raise UsageError("--describe takes no --inputs or --output")
+        refuse_unused(args, {"inputs": "by --describe", "output": "by --describe", "mode": "by --describe (it runs "
+                                                                                           "nothing)"})
         info = tool.describe_package(args.package, args.function)
         print(json.dumps(info, indent=1) if args.json else tool.format_description(info))
         return 0 if info["every_op_supported"] else 1
+    refuse_unused(args, {"json": "without --describe"})
     if args.inputs is None or args.output is None:
         raise UsageError("give --inputs IN.npz and --output OUT.npz (or --describe)")
     if args.output.suffix != ".npz":
         raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
     check_output(args.output, [args.package, args.inputs])  # before loading anything
-    arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode, args.function)
+    arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode or FP32_ACCUMULATE, args.function)
     with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")

@@ -17,6 +17,7 @@ import json
 import sys
 
 from .core.cli import UsageError, run_main
+from .core.staging import replace_text
 from .checkpoint.builtin_fit import apply_fit
 from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
 
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     if min(gaps.values()) < MIN_DECISION_MARGIN:
         raise UsageError(f"the fit reaches margins {gaps}, below {MIN_DECISION_MARGIN}; not writing {fit_path}")
     fitted["margins_when_fitted"] = gaps
-    fit_path.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
+    replace_text(fit_path, json.dumps(fitted, indent=1) + "\n")
     print(f"wrote {fit_path}: {margins}")
     return 0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
 from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .core.staging import check_output
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    check_output(args.output, [args.adapter])
+    check_output(args.output, [args.adapter, args.fixture, local_source_directory(args.source)])
     checkpoint = load_checkpoint(args.source)
     task = args.task or ("decisions" if checkpoint.config.head is not None else "embeddings")
     if task == "embeddings":

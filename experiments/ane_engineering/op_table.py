@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from .core.cli import run_main
+from .core.staging import replace_text
 from .run.mil.op_table import DOC, render
 
 
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
             return 1
         return 0
     DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text, encoding="utf-8")
+    replace_text(DOC, text)
     print(f"{DOC}: written")
     return 0
 

@@ -13,10 +13,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from .core.arguments import integer, refuse_unused
 from .core.cli import run_main
+from .core.limits import MAX_DIMENSION, WORKERS_PER_CPU, max_workers
 from .core.staging import check_output
 from .workflows.palettize_candidate import BITS, MODES, palettize_candidate
 from .package.palettize.fast_palettizer import IMPLEMENTATIONS
+
+
+DEFAULT_WORKERS = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--package", required=True, type=Path, help="probe output directory to palettize")
     parser.add_argument("--bits", required=True, type=int, choices=BITS)
     parser.add_argument("--mode", required=True, choices=MODES)
-    parser.add_argument("--group-size", required=True, type=int, help="output channels per LUT (e.g. 32)")
-    parser.add_argument("--workers", type=int, default=2, help="k-means worker threads/processes (default 2)")
+    parser.add_argument("--group-size", required=True, help="output channels per LUT (e.g. 32)",
+                        type=integer("--group-size", 1, MAX_DIMENSION, "a group is a slice of a conv's output "
+                                     f"channels, a device axis; Core ML loads none above {MAX_DIMENSION}"))
+    parser.add_argument("--workers", help=f"k-means worker threads/processes (default {DEFAULT_WORKERS}; --mode kmeans)",
+                        type=integer("--workers", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
+                                     "more only compete for its cores"))
     parser.add_argument("--implementation", choices=("auto",) + IMPLEMENTATIONS, default="auto",
                         help="k-means: 'exact' (default for kmeans) or 'coremltools'; uniform is always coremltools")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
@@ -35,9 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    refuse_unused(args, {} if args.mode == "kmeans" else {"workers": "by --mode uniform (no k-means)"})
     check_output(args.output, [args.package])
-    report = palettize_candidate(args.package, args.output, args.bits, args.mode, args.group_size, args.workers,
-                                 args.implementation, progress=lambda m: print(f"[palettize] {m}", file=sys.stderr))
+    workers = DEFAULT_WORKERS if args.workers is None else args.workers
+    stderr = sys.stderr  # coremltools' stderr is silenced while it palettizes; the progress lines are not
+    report = palettize_candidate(args.package, args.output, args.bits, args.mode, args.group_size, workers,
+                                 args.implementation, progress=lambda m: print(f"[palettize] {m}", file=stderr,
+                                                                                 flush=True))
     print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} ({report['compression']['implementation']})"
           f" in {report['seconds']:.1f} s; {report['parent_bytes'] / 1e6:.2f} MB -> {report['package_bytes'] / 1e6:.2f} MB")
     return 0

@@ -16,39 +16,52 @@ import argparse
 import sys
 from pathlib import Path
 
+from .core.arguments import ArgumentValueError, comma_list, integer, positive_float, refuse_unused
 from .core.buckets import DEFAULT_BUCKET
+from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import run_main
-from .workflows.attention_choice import CHOICES
+from .workflows.attention_choice import CHOICES, has_sliding_layers
 from .package.kinds import KINDS
 from .core.staging import check_output
+from .model.bc1s.lora import LORA_TARGETS
 from .model.window_tiles import DEFAULT_TILE
+
+DEVICE_AXIS = f"a device tensor axis; Core ML loads none above {MAX_DIMENSION}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", required=True, choices=KINDS, help="what to export")
-    parser.add_argument("--length", type=int, default=DEFAULT_BUCKET, help=f"bucket length (default {DEFAULT_BUCKET})")
+    parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION, DEVICE_AXIS), default=DEFAULT_BUCKET,
+                        help=f"bucket length (default {DEFAULT_BUCKET})")
     add_source_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new directory to create (refused if it exists)")
-    parser.add_argument("--layer-index", type=int, default=0, help="encoder layer exported by --kind mlp|layer (default 0)")
+    parser.add_argument("--layer-index", type=integer("--layer-index", 0, MAX_LAYERS - 1),
+                        help="encoder layer exported by --kind mlp|layer (default 0)")
     parser.add_argument("--require-ane", action="store_true",
                         help="on macOS, also fail (exit 1, passed: false) if Core ML's compute plan places any "
                              "non-constant op outside --allow off the Neural Engine (static predictions always count)")
-    parser.add_argument("--allow", default="", help="comma-separated op types exempt from the placement checks")
-    parser.add_argument("--lora-rank", type=int, help="export LoRA adapters as inputs with this rank (encoder/body)")
-    parser.add_argument("--lora-targets", default="q,v", help="projections taking adapters: any of q,k,v (default q,v)")
-    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha (default: the rank, i.e. scaling 1)")
+    parser.add_argument("--allow", type=comma_list("--allow"), default=[],
+                        help="comma-separated op types exempt from the placement checks")
+    parser.add_argument("--lora-rank", type=integer("--lora-rank", 1, MAX_DIMENSION, "layers x rank is " + DEVICE_AXIS),
+                        help="export LoRA adapters as inputs with this rank (encoder/body)")
+    parser.add_argument("--lora-targets", type=comma_list("--lora-targets", choices=LORA_TARGETS),
+                        help="projections taking adapters: any of q,k,v (default q,v; needs --lora-rank)")
+    parser.add_argument("--lora-alpha", type=positive_float("--lora-alpha"),
+                        help="LoRA alpha (default: the rank, i.e. scaling 1; needs --lora-rank)")
     parser.add_argument("--attention", choices=CHOICES, default="auto",
                         help="layout of sliding-window layers: dense (L x L scores, masked), windowed (query tiles "
                              "attending only to the keys their window reaches), or auto (default): dense when the "
                              "model has no sliding layer or the window covers the bucket, else whichever layout the "
                              "calibrated cost model predicts faster for this bucket (both predictions are recorded "
                              "in manifest.json and probe.json)")
-    parser.add_argument("--tile", type=int, default=DEFAULT_TILE,
-                        help=f"query tile of the windowed layout (default {DEFAULT_TILE}; see ANE_MATH.md)")
+    parser.add_argument("--tile", type=integer("--tile", 1, MAX_DIMENSION, "the window mask (1, T + 2r, nT, T) is "
+                                               + DEVICE_AXIS.replace("a device tensor axis", "on the device")),
+                        help=f"query tile of the windowed layout (default {DEFAULT_TILE}, at most the bucket length; "
+                             "--attention windowed or auto; see ANE_MATH.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -57,17 +70,28 @@ def main(argv=None) -> int:
     from .workflows.probe_run import PROBE_NAME, run_probe
 
     args = build_parser().parse_args(argv)
-    check_output(args.output)
+    check_arguments(args)
+    check_output(args.output, [local_source_directory(args.source)])
     checkpoint = load_checkpoint(args.source)
-    allow = {op.strip() for op in args.allow.split(",") if op.strip()}
+    if args.tile is not None and not has_sliding_layers(checkpoint):
+        raise ArgumentValueError(f"--tile is not used: {checkpoint.source} has no sliding-window layer, so every "
+                                 "layout is dense; leave it out")
     lora = None
     if args.lora_rank is not None:
         from .model.bc1s.lora import LoraSpec
 
+        layers = checkpoint.config.encoder.num_hidden_layers + (checkpoint.config.head.num_layers
+                                                                if checkpoint.config.head else 0)
+        if args.lora_rank * layers > MAX_DIMENSION:
+            raise ArgumentValueError(f"--lora-rank {args.lora_rank} x {layers} layers exceeds {MAX_DIMENSION}: the "
+                                     "adapters of every layer are stacked on one device axis, which Core ML loads "
+                                     f"only up to {MAX_DIMENSION}")
         lora = LoraSpec(args.lora_rank, args.lora_alpha if args.lora_alpha is not None else float(args.lora_rank),
-                        tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))
-    report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index, args.require_ane, allow,
-                       show_progress=not args.quiet, lora=lora, attention=args.attention, tile=args.tile)
+                        tuple(args.lora_targets or ("q", "v")))
+    allow = set(args.allow)
+    report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index or 0, args.require_ane, allow,
+                       show_progress=not args.quiet, lora=lora, attention=args.attention,
+                       tile=DEFAULT_TILE if args.tile is None else args.tile)
     static = report["placement"]["static"]
     attention = (report.get("attention") or {}).get("layout", "dense")
     print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs {report['layout_check']['max_abs']:.3g} "
@@ -76,6 +100,20 @@ def main(argv=None) -> int:
           f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "
           f"(details in {args.output / PROBE_NAME})")
     return 0 if report["passed"] else 1
+
+
+def check_arguments(args) -> None:
+    """Flags that would do nothing with the others given are refused, not ignored."""
+    refuse_unused(args, {
+        **({} if args.kind in ("mlp", "layer") else {"layer_index": f"by --kind {args.kind} (only mlp and layer)"}),
+        **({} if args.lora_rank is not None else {"lora_targets": "without --lora-rank",
+                                                   "lora_alpha": "without --lora-rank"}),
+        **({} if args.attention != "dense" else {"tile": "with --attention dense (it sets the windowed layout's "
+                                                         "query tile)"}),
+    })
+    if args.tile is not None and args.tile > args.length:
+        raise ArgumentValueError(f"--tile {args.tile} exceeds the bucket length {args.length}: a tile holds at most "
+                                 "the bucket's queries")
 
 
 if __name__ == "__main__":

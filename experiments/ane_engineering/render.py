@@ -9,9 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .core.cli import run_main
+from .core.cli import UsageError, run_main
+from .core.staging import replace_text
 from .evidence.ledger import check_report
-from .evidence.render import REPOSITORY, reports
+from .evidence.render import EVIDENCE_DIR, REPOSITORY, reports
 
 
 def main(argv=None) -> int:
@@ -23,10 +24,12 @@ def main(argv=None) -> int:
                         help="exit 1 if a report differs from a fresh render, or if any figure in it is not the "
                              "field of the evidence file it was rendered from")
     args = parser.parse_args(argv)
+    if not (args.repo / EVIDENCE_DIR).is_dir():
+        raise UsageError(f"--repo {args.repo}: no {EVIDENCE_DIR}/ directory there; give the repository's root")
     problems = []
     for target, root, rendered in reports(args.repo):
         if not args.check:
-            target.write_text(rendered.text, encoding="utf-8")
+            replace_text(target, rendered.text)
             print(f"wrote {target} ({len(rendered.figures)} figures)")
             continue
         committed = target.read_text(encoding="utf-8") if target.is_file() else ""

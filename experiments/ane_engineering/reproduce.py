@@ -5,7 +5,7 @@ sweep at L96 -> benchmarks (every bucket, the long input at L1024, FP16 vs the b
 paired) -> FP16 range analysis -> ANE_BENCHMARKS.md rendered from the evidence JSON, every figure linked to the
 file and hashes it came from. One progress line per stage; a failing stage stops the chain and says why.
 Refuses an existing DIR; works in a staging sibling renamed to DIR at the end (a failed run is kept as
-DIR.failed-<time> for inspection, never as DIR).
+DIR.failed-<time> for inspection, never as DIR; a run stopped by SIGTERM or Ctrl-C leaves nothing).
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ from pathlib import Path
 
 from .core.buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import integer
+from .core.limits import WORKERS_PER_CPU, max_workers
 from .core.cli import UsageError, run_main
 from .core.errors import HarnessError
-from .core.staging import check_output
+from .core import stop
+from .core.staging import check_output, publish
 from .core.json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
 
 SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
@@ -57,7 +60,7 @@ class Chain:
 
 
 def _run(command_main, argv: list[str], expect_pass: bool = True) -> int:
-    status = run_main(command_main, argv)
+    status = run_main(command_main, argv)  # nested: a stop request propagates out of it
     if status == 2 or (expect_pass and status != 0):
         raise StageFailed(f"{command_main.__module__} exited with status {status}")
     return status
@@ -145,33 +148,38 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
+    parser.add_argument("--jobs", type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
+                                               "more only compete for its cores"),
+                        default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    output = check_output(args.output)
-    if args.jobs < 1:
-        raise UsageError("--jobs must be >= 1")
+    output = check_output(args.output, [local_source_directory(args.source)])
     staging = output.parent / f".{output.name}.reproduce-partial"
     if staging.exists():
         raise UsageError(f"{staging} exists (another reproduce into {output} running, or left from a crash); remove it")
-    staging.mkdir()
     started = time.perf_counter()
-    try:
-        reproduce(args.source, staging, jobs=args.jobs)
-    except StageFailed as error:
-        failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.rename(staging, failed)
-        print(f"error: {error}\nThe partial evidence is kept in {failed} (reproduce.json has the traceback).",
-              file=sys.stderr)
-        return 1
-    except BaseException:
-        failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.rename(staging, failed)
-        raise
-    os.rename(staging, output)
+    # The staging directory is removed if a stop request ends the chain (core/stop.py); a failed run is kept.
+    with stop.scratch(lambda: (staging.mkdir(), staging)[1]):
+        try:
+            reproduce(args.source, staging, jobs=args.jobs)
+        except StageFailed as error:
+            if stop.requested() is not None:
+                raise stop.StopRequested(stop.requested()) from None
+            failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
+            os.rename(staging, failed)
+            print(f"error: {error}\nThe partial evidence is kept in {failed} (reproduce.json has the traceback).",
+                  file=sys.stderr)
+            return 1
+        except stop.StopRequested:
+            raise
+        except BaseException:
+            failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
+            os.rename(staging, failed)
+            raise
+        publish(staging, output)
     print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
     return 0
 

@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .checkpoint import SOURCE_HELP, load_checkpoint
+from .checkpoint import load_checkpoint
+from .checkpoint.source import SOURCE_HELP, add_source_argument, local_source_directory
 from .core.cli import run_main
 from .core.staging import check_output
 
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.reweight", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", required=True, type=Path, help="probe output directory to update")
-    parser.add_argument("--source", required=True, help="the new checkpoint: " + SOURCE_HELP)
+    add_source_argument(parser, required=True, help="the new checkpoint: " + SOURCE_HELP)
     parser.add_argument("--compiled", type=Path, help="(macOS) the parent's compiled .mlmodelc to update as well")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
     return parser
@@ -33,8 +34,7 @@ def main(argv=None) -> int:
     from .package.reweight import reweight
 
     args = build_parser().parse_args(argv)
-    local_source = Path(args.source) if Path(args.source).is_dir() else None  # a checkpoint directory is an input too
-    check_output(args.output, [args.package, args.compiled, local_source])
+    check_output(args.output, [args.package, args.compiled, local_source_directory(args.source)])
     report = reweight(args.package, load_checkpoint(args.source), args.output, args.compiled)
     print(f"{args.output}: {report['blobs_rewritten']} weight blobs rewritten in {report['seconds']:.2f} s; program "
           f"identical, layout identical; package {report['package_sha256'][:12]}...")

@@ -14,8 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import comma_list, integer
 from .core.cli import UsageError, run_main
+from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
+from .run.backends import BACKEND_CHOICES
 from .core.staging import check_output, staged_directory
 from .core.figures import Document
 from .workflows.palettize_candidate import BITS, MODES
@@ -25,11 +28,8 @@ from .workflows.sweep_run import run_sweep
 from .validation.golden import golden_path_for
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise UsageError(f"expected comma-separated integers, got {text!r}") from error
+GROUP_SIZE = integer("--group-sizes", 1, MAX_DIMENSION, "a group is a slice of a conv's output channels, a device "
+                     f"axis; Core ML loads none above {MAX_DIMENSION}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,12 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--package", required=True, type=Path, help="the FP16 body or embedding export to palettize")
     add_source_argument(parser)
     parser.add_argument("--golden", type=Path, help="golden file (default: the committed builtin:tiny one)")
-    parser.add_argument("--bits", default="8,6,4", help="comma-separated bit widths (default 8,6,4)")
-    parser.add_argument("--modes", default="uniform,kmeans", help="comma-separated modes (default uniform,kmeans)")
-    parser.add_argument("--group-sizes", default="32,16", help="comma-separated group sizes (default 32,16)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel candidates")
-    parser.add_argument("--repeats", type=int, default=10, help="repeated calls per candidate (identical outputs)")
-    parser.add_argument("--backend", default="mil", help="backend that runs the candidates (default mil)")
+    parser.add_argument("--bits", default="8,6,4", type=comma_list("--bits", integer("--bits"), BITS),
+                        help="comma-separated bit widths, each once (default 8,6,4)")
+    parser.add_argument("--modes", default="uniform,kmeans", type=comma_list("--modes", choices=MODES),
+                        help="comma-separated modes, each once (default uniform,kmeans)")
+    parser.add_argument("--group-sizes", default="32,16", type=comma_list("--group-sizes", GROUP_SIZE),
+                        help="comma-separated group sizes, each once (default 32,16)")
+    parser.add_argument("--jobs", type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this "
+                                               "machine; more only compete for its cores"),
+                        default=min(2, os.cpu_count() or 1), help="parallel candidates")
+    parser.add_argument("--repeats", type=integer("--repeats", 0, MAX_CALLS, "each repeat is a full call"), default=10,
+                        help="repeated calls per candidate (identical outputs)")
+    parser.add_argument("--backend", default="mil", choices=BACKEND_CHOICES,
+                        help="backend that runs the candidates (default mil)")
     parser.add_argument("--implementation", default="auto", choices=("auto",) + IMPLEMENTATIONS,
                         help="k-means implementation (auto: exact)")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
@@ -52,15 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    check_output(args.output, [args.package, args.golden])
-    bits, group_sizes = _ints(args.bits), _ints(args.group_sizes)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if not set(bits) <= set(BITS) or not set(modes) <= set(MODES) or not group_sizes or min(group_sizes) < 1:
-        raise UsageError(f"bits must be from {BITS}, modes from {MODES}, group sizes positive")
-    if args.jobs < 1:
-        raise UsageError("--jobs must be >= 1")
-    if args.repeats < 0:
-        raise UsageError("--repeats must be >= 0")
+    check_output(args.output, [args.package, args.golden, local_source_directory(args.source)])
+    bits, modes, group_sizes = args.bits, args.modes, args.group_sizes
+    if args.implementation != "auto" and "kmeans" not in modes:
+        raise UsageError("--implementation is not used without the kmeans mode; leave it out")
     from .package.manifest import read_manifest
 
     if read_manifest(args.package)["kind"] == "embedding" and args.golden is None:

@@ -20,8 +20,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .core import gates
+from .core.arguments import integer
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .checkpoint import load_checkpoint
-from .checkpoint.source import add_source_argument
+from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
 from .run.backends import BACKEND_CHOICES
 from .core.staging import check_output
@@ -33,12 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", action="append", required=True, type=Path,
                         help="probe output directory of a body or embedding package (repeat for several buckets)")
-    parser.add_argument("--length", type=int, action="append",
+    parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION), action="append",
                         help="bucket(s) to validate (default: every package's length); each must have a package")
     add_source_argument(parser)
     parser.add_argument("--golden", type=Path,
                         help="golden file (default: the committed one for builtin:tiny; required for other sources)")
-    parser.add_argument("--repeats", type=int, default=gates.DEFAULT_REPEATS,
+    parser.add_argument("--repeats", type=integer("--repeats", 0, MAX_CALLS, "each repeat is a full call"),
+                        default=gates.DEFAULT_REPEATS,
                         help=f"repeated calls that must give identical public outputs (default {gates.DEFAULT_REPEATS})")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for packages exported with "
@@ -52,9 +55,10 @@ def main(argv=None) -> int:
     from .validation.gate_run import validate
 
     args = build_parser().parse_args(argv)
-    check_output(args.output, [*args.package, args.golden, args.adapter])
-    if args.repeats < 0:
-        raise UsageError("--repeats must be >= 0")
+    check_output(args.output, [*args.package, args.golden, args.adapter, local_source_directory(args.source)])
+    for name, values in (("--package", [p.resolve() for p in args.package]), ("--length", args.length or [])):
+        if len(set(values)) != len(values):
+            raise UsageError(f"{name} is given twice with the same value; give each once")
     kinds = {read_package_kind(package) for package in args.package}
     if kinds == {"embedding"}:
         return validate_embedding_packages(args)

@@ -7,7 +7,10 @@ Every source ends as a directory in Hugging Face layout that `load_checkpoint` r
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+from ..core.arguments import ArgumentValueError
 
 BUILTIN_PREFIX = "builtin:"
 DEFAULT_SOURCE = "builtin:tiny"
@@ -18,9 +21,28 @@ SOURCE_HELP = ("checkpoint to load: a local directory in Hugging Face layout (co
                "encoder with the built-in decision head)")
 
 
-def add_source_argument(parser: argparse.ArgumentParser) -> None:
+def add_source_argument(parser: argparse.ArgumentParser, required: bool = False, help: str = SOURCE_HELP) -> None:
     """Every command's --source option."""
-    parser.add_argument("--source", default=DEFAULT_SOURCE, help=SOURCE_HELP + f" (default: {DEFAULT_SOURCE})")
+    parser.add_argument("--source", required=required, default=None if required else DEFAULT_SOURCE,
+                        type=source_argument, help=help + ("" if required else f" (default: {DEFAULT_SOURCE})"))
+
+
+def source_argument(text: str) -> str:
+    """An argparse type for --source: refuses an empty value and a `~user` whose home directory does not exist
+    (pathlib would raise deep inside loading)."""
+    if not text.strip():
+        raise ArgumentValueError("--source is empty; " + SOURCE_HELP)
+    if text.startswith("~") and os.path.expanduser(text).startswith("~"):
+        user = text[1:].split("/", 1)[0]
+        raise ArgumentValueError(f"--source {text!r}: there is no user {user!r} whose home directory '~' could name")
+    return text
+
+
+def local_source_directory(spec: str) -> Path | None:
+    """The directory a --source names when it is a local checkpoint directory (an input no output may be written
+    into), else None."""
+    path = Path(os.path.expanduser(spec))
+    return path if not spec.startswith(BUILTIN_PREFIX) and path.is_dir() else None
 
 
 def known_builtins() -> list[str]:
@@ -57,7 +79,7 @@ def resolve_source(spec: str) -> Path:
         from .hub import download_pinned
 
         return download_pinned(spec)
-    path = Path(spec).expanduser()
+    path = Path(os.path.expanduser(spec))  # an unknown ~user stays as written (pathlib would raise)
     if not path.exists():
         raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ('builtin:tiny', "
                                 "'builtin:mmbert-base-shape', 'builtin:minilm-decision'), packaged source "

@@ -14,6 +14,10 @@ from .tensors import CheckpointError
 
 BYTE_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MARK]")
 BYTE_VOCAB_SIZE = len(BYTE_SPECIALS) + 256
+# Texts in several scripts: a tokenizer that maps every one of them to no content token covers no text at all (an
+# empty vocabulary turns "hello world" into [CLS] [SEP]). An unknown-word token counts as content: it stands for
+# the text (all-MiniLM-L6-v2 maps some fixture options in Devanagari and Han to [UNK] and is validated so).
+COVERAGE_PROBES = ("hello world", "Привет, мир", "你好，世界", "مرحبا بالعالم", "0123456789")
 
 
 def _bytes_to_symbols() -> dict[int, str]:
@@ -56,7 +60,50 @@ def load_tokenizer(path: Path) -> Tokenizer:
         raise CheckpointError(f"{path}: not a valid tokenizer.json ({error})") from error
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    if not any(content_token_count(tokenizer, _encode(tokenizer, text, True) or []) for text in COVERAGE_PROBES):
+        shown = _encode(tokenizer, COVERAGE_PROBES[0], True)
+        raise CheckpointError(f"{path}: the tokenizer maps every text to no content token (e.g. "
+                              f"{COVERAGE_PROBES[0]!r} to {_shown_tokens(tokenizer, shown)}): its vocabulary covers "
+                              "no text")
     return tokenizer
+
+
+def _encode(tokenizer: Tokenizer, text: str, add_special_tokens: bool) -> list[int] | None:
+    """The ids of `text`, or None where the tokenizers library refuses it (e.g. a word-level model without an
+    unknown token meeting an unknown word raises a bare Exception)."""
+    try:
+        return tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+    except Exception:  # noqa: BLE001 -- tokenizers raises bare Exceptions
+        return None
+
+
+def _shown_tokens(tokenizer: Tokenizer, ids: list[int] | None) -> str:
+    if ids is None:
+        return "an error"
+    return " ".join(tokenizer.decode([i], skip_special_tokens=False) for i in ids) or "nothing"
+
+
+def content_ids(tokenizer: Tokenizer, text: str, what: str, add_special_tokens: bool = True) -> list[int]:
+    """The encoding of `text`, refused when it holds no content token: a text the model would see as nothing (an
+    empty text, or one the vocabulary does not cover) is refused, not run as [CLS] [SEP]."""
+    ids = _encode(tokenizer, text, add_special_tokens)
+    if ids is None or not content_token_count(tokenizer, ids):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise CheckpointError(f"{what}: the tokenizer maps {shown!r} to no content token "
+                              f"({_shown_tokens(tokenizer, ids)}); its vocabulary does not cover the text")
+    return ids
+
+
+def content_token_count(tokenizer: Tokenizer, ids) -> int:
+    """How many of `ids` are not special tokens ([CLS], [SEP], padding, markers, ...); the unknown-word token
+    counts as content (see COVERAGE_PROBES), although tokenizer.json files list it among the special ones."""
+    model = tokenizer.model
+    unknown = {getattr(model, "unk_id", None)}  # Unigram names it by id, BPE and WordPiece by token
+    if getattr(model, "unk_token", None) is not None:
+        unknown.add(tokenizer.token_to_id(model.unk_token))
+    specials = {index for index, token in tokenizer.get_added_tokens_decoder().items()
+                if token.special and index not in unknown}
+    return sum(1 for index in ids if index not in specials)
 
 
 def special_token_texts(tokenizer: Tokenizer) -> list[str]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
+from . import stop
 from .errors import HarnessError
 from .staging import check_output, ordinary_permissions, publish
 
@@ -23,15 +23,17 @@ class UsageError(HarnessError):
 def atomic_file(path: Path, inputs: Iterable[Path | None] = ()):
     """Yield a temporary sibling path; publish it as `path` only if the block succeeds (and `path` is still free)."""
     path = check_output(path, inputs)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    temporary = Path(temporary)
-    ordinary_permissions(temporary, 0o666)
-    try:
+    stop.check()
+    with stop.scratch(lambda: _temporary_sibling(path)) as temporary:  # removed at the end unless published
+        ordinary_permissions(temporary, 0o666)
         yield temporary
         publish(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+
+
+def _temporary_sibling(path: Path) -> str:
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    return temporary
 
 
 def write_evidence(path: Path, evidence: dict) -> None:
@@ -42,11 +44,23 @@ def write_evidence(path: Path, evidence: dict) -> None:
 
 def run_main(main, argv=None) -> int:
     """Run a command's main(argv). A HarnessError (a deliberate refusal) or an OSError (a file the command cannot
-    read or write) becomes one line on stderr and exit status 2; anything else is a bug and keeps its traceback."""
-    # SIGTERM becomes SystemExit so `finally` blocks run and staging directories are removed.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        return main(argv) or 0
-    except (HarnessError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    read or write) becomes one line on stderr and exit status 2; anything else is a bug and keeps its traceback.
+    A stop request (SIGTERM, SIGINT) ends it with 128 + signal number and nothing published, whatever it was doing
+    and whatever exception the stop turned into on its way out (core/stop.py)."""
+    with stop.command() as finish:
+        try:
+            try:
+                status = main(argv) or 0
+            except (HarnessError, OSError) as error:
+                if stop.requested() is None:
+                    print(f"error: {error}", file=sys.stderr)
+                status = 2
+            except stop.StopRequested:
+                raise
+            except BaseException:
+                if stop.requested() is None:
+                    raise  # a bug (or argparse's own exit): as it is
+                status = None  # e.g. a library that turned the stop into an error of its own
+        except stop.StopRequested:  # also one that arrived while an error was being reported
+            status = None
+        return finish(status)

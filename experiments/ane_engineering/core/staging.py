@@ -6,7 +6,8 @@ inside one of the command's inputs (writing there would change the input, e.g. b
 Work happens in a temporary sibling (`staged_directory`, `cli.atomic_file`) that is published with a rename that
 cannot replace anything (`publish`): not a file, not an empty directory, not a symlink created meanwhile. A failed
 or interrupted run removes its staging entry (or, if killed hard, leaves only a hidden `.name.*.partial` sibling,
-never the output itself).
+never the output itself). A stop request (core/stop.py) is never answered by a publish: `publish` refuses once one
+is recorded, and what it published is withdrawn if one arrives before the command ends.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
+from . import stop
 from .errors import HarnessError
 
 
@@ -97,7 +98,15 @@ def _rename_exclusive(source: Path, target: Path) -> bool:
 
 
 def publish(source: Path, target: Path) -> None:
-    """Rename `source` to `target` only if nothing at all is at `target`; raise OutputExistsError otherwise."""
+    """Rename `source` to `target` only if nothing at all is at `target`; raise OutputExistsError otherwise.
+    Refused (StopRequested) once a stop is recorded; a stop during the rename is raised after it, and the command's
+    end withdraws what was published (core/stop.py)."""
+    with stop.critical():
+        _publish(source, target)
+        stop.record_published(target, source)
+
+
+def _publish(source: Path, target: Path) -> None:
     try:
         if _rename_exclusive(source, target):
             return
@@ -119,11 +128,30 @@ def publish(source: Path, target: Path) -> None:
 def staged_directory(output: Path, inputs: Iterable[Path | None] = ()):
     """Yield a fresh staging directory next to `output`; publish it as `output` when the block succeeds."""
     output = check_output(output, inputs)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
-    ordinary_permissions(staging, 0o777)
-    try:
+    stop.check()
+    # removed at the end of the block unless it was published (also when a stop cuts the block short)
+    with stop.scratch(lambda: tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)) as staging:
+        ordinary_permissions(staging, 0o777)
         yield staging
         publish(staging, output)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` anew, for the commands that regenerate a committed file (render, op_table, fit_margins): a
+    temporary sibling renamed over it, so a crash or a stop leaves the old file or the new one, never half of it."""
+    path = Path(path)
+    stop.check()
+
+    def sibling() -> str:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        os.close(handle)
+        return name
+
+    with stop.scratch(sibling) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+        if path.exists():
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+        else:
+            ordinary_permissions(temporary, 0o666)
+        with stop.critical():
+            os.replace(temporary, path)

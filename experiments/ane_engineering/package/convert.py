@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..core import stop
 from .kinds import ExportSpec
 from .graph_passes import with_project_passes
 
@@ -109,11 +110,9 @@ def trace(spec: ExportSpec, short: bool = True):
     if not short or spec.rebuild is None or spec.length <= TRACE_LENGTH:
         with torch.no_grad():
             return torch.jit.trace(spec.module, spec.example_inputs(), check_trace=False)
-    short_module = spec.rebuild(TRACE_LENGTH).eval()
-    examples = tuple(torch.zeros(tuple(TRACE_LENGTH if d == spec.length else d for d in x.shape), dtype=x.dtype)
-                     for x in spec.example_inputs())
+    short = spec.rebuild(TRACE_LENGTH)  # its own inputs: only the length axes are short (a channel axis may equal L)
     with torch.no_grad():
-        traced = torch.jit.trace(short_module, examples, check_trace=False)
+        traced = torch.jit.trace(short.module.eval(), short.example_inputs(), check_trace=False)
     full = dict(spec.module.named_modules(remove_duplicate=False))
     for path, module in traced.named_modules(remove_duplicate=False):
         for name, _ in list(module.named_buffers(recurse=False)):  # none at all for an FFN block: nothing to swap
@@ -138,11 +137,13 @@ def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", 
     """Return the converted ct.models.MLModel (not loaded: prediction is macOS-only), or with
     convert_to="milinternal" the PyMIL program."""
     ct = import_coremltools()
+    stop.check()  # importing coremltools and tracing swallow a stop raised inside them (core/stop.py)
     install_numpy2_scalar_cast_workaround()
     traced = trace(spec, short_trace)
+    stop.check()
     outputs = [ct.TensorType(name=c.name, dtype=np.float16) for c in spec.outputs]
     with quiet_coremltools():
-        return ct.convert(
+        model = ct.convert(
             traced,
             inputs=_input_types(ct, spec),
             outputs=outputs,
@@ -152,3 +153,5 @@ def convert(spec: ExportSpec, lean: bool = True, convert_to: str = "mlprogram", 
             pass_pipeline=pass_pipeline(ct, spec, lean),
             **({"skip_model_load": True} if convert_to == "mlprogram" else {}),
         )
+    stop.check()
+    return model

@@ -50,7 +50,7 @@ class ExportSpec:
     enumerated_lengths: tuple[int, ...] = ()  # baseline only: the sequence lengths its flexible input accepts
     notes: list[str] = field(default_factory=list)
     lora: LoraSpec | None = None
-    rebuild: Callable[[int], nn.Module] | None = None  # the same module for another length (convert.py traces short)
+    rebuild: Callable[[int], "ExportSpec"] | None = None  # the same export at another length (convert.py traces short)
     attention: dict | None = None  # AttentionLayout.to_json(L, r) of BC1S kinds with sliding layers
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
@@ -158,7 +158,7 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
         spec.attention = attention.to_json(length, config.encoder.window_radius)
     if not attention.windowed:
         # The windowed graph's reshapes and slices depend on the length: it is traced at full length.
-        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora).module
+        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora)
     return spec
 
 

@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
 from ..checkpoint import Checkpoint
 from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, portable_path, tool_versions
@@ -114,7 +116,16 @@ def _constants(package: Path) -> dict:
     return blobs, inline
 
 
-def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict:
+class ModuleTensors(dict):
+    """{coremltools constant name: FP32 tensor} of the BC1S module; `buffers` names those that are not checkpoint
+    tensors but fixed by the architecture (ones and zeros channels, RoPE tables, rotation matrices)."""
+
+    def __init__(self, values: dict, buffers: set[str]):
+        super().__init__(values)
+        self.buffers = frozenset(buffers)
+
+
+def module_tensors(checkpoint: Checkpoint, manifest: dict) -> ModuleTensors:
     """Every parameter and buffer of the BC1S module the parent was traced from (FP32 torch tensors, mostly views of
     the checkpoint's), keyed like coremltools names their constants. Cast to FP16 only while writing."""
     kind, length = manifest["kind"], manifest["length"]
@@ -122,9 +133,10 @@ def module_tensors(checkpoint: Checkpoint, manifest: dict) -> dict:
         raise ReweightError("baseline packages are not BC1S exports; re-export them")
     spec = build_export_spec(checkpoint, kind, length, manifest.get("layer_index") or 0,
                              attention=AttentionLayout.from_json(manifest.get("attention")))
-    named = dict(spec.module.named_parameters())
-    named.update(dict(spec.module.named_buffers()))
-    return {name.replace(".", "_"): tensor.detach() for name, tensor in named.items()}
+    key = lambda name: name.replace(".", "_")  # noqa: E731
+    parameters = {key(name): t.detach() for name, t in spec.module.named_parameters()}
+    buffers = {key(name): t.detach() for name, t in spec.module.named_buffers()}
+    return ModuleTensors({**parameters, **buffers}, set(buffers) - set(parameters))
 
 
 def _without_units(shape) -> tuple[int, ...]:
@@ -154,15 +166,48 @@ def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
                                 f"bytes); the new checkpoint gives {list(value.shape)} float16 ({fp16_bytes} bytes)")
         writes[meta] = value
         matched.add(key)
-    for key in values:  # every model tensor must own a blob: inline or merged constants cannot be swapped
+    buffers = getattr(values, "buffers", frozenset())
+    for key in values:  # every checkpoint tensor must own a blob: inline or merged constants cannot be swapped
         if key in matched:
             continue
         if key + "_to_fp16" in inline or key in inline:
+            if key in buffers:
+                continue  # fixed by the architecture, which is checked unchanged: the same value is already there
             raise ReweightError(f"tensor '{key}' is stored inline in the program text; a new value would change "
                                 "the program: re-export instead")
+        if key in buffers:
+            # Not a checkpoint tensor: traced away (e.g. the marker-slot ones of an encoder without a decision
+            # head) or merged with an identical constant. Its value depends on the architecture alone, so whatever
+            # the package holds for it is already right -- unless it was merged into a checkpoint tensor's blob,
+            # whose new value would then change it too.
+            _require_not_merged_into_a_weight(key, values[key], package, blobs, layout, buffers)
+            continue
         raise ReweightError(f"tensor '{key}' has no constant of its own in the package (coremltools merged it "
                             "with an identical one); reweighting cannot split it: re-export instead")
     return writes, {"blobs_rewritten": len(writes), "structural_blobs_kept": structural}
+
+
+def _require_not_merged_into_a_weight(key: str, value, package: Path, blobs: dict, layout: dict,
+                                      buffers: frozenset) -> None:
+    """A buffer with no constant of its own may have been merged (const deduplication) into the blob of a checkpoint
+    tensor with the same shape and FP16 bytes; then reweighting that tensor would change the buffer: refused.
+    (Conservative: an equal weight that was not merged is refused too.)"""
+    import numpy as np
+
+    target = value.to(dtype=torch.float16).contiguous().numpy().tobytes()
+    shape = _without_units(value.shape)
+    with open(weight_file(package), "rb") as handle:
+        for name, (meta, blob_shape, is_integer) in blobs.items():
+            owner = name[: -len("_to_fp16")] if name.endswith("_to_fp16") else name
+            if owner in buffers or is_integer or _without_units(blob_shape) != shape:
+                continue
+            _dtype, size, data_offset = layout[meta]
+            if size != len(target):
+                continue
+            handle.seek(data_offset)
+            if handle.read(size) == target:
+                raise ReweightError(f"buffer '{key}' shares the constant of weight '{owner}' (coremltools merged two "
+                                    "equal constants); a new weight would change it: re-export instead")
 
 
 def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: Path | None = None) -> dict:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..core import stop
 from ..core.errors import HarnessError
 from .manifest import package_path
 from .package_hash import package_content_hash
@@ -30,8 +31,8 @@ def verified_copy(package_dir: Path, manifest: dict) -> Iterator[Path]:
     source = package_path(package_dir, manifest)
     if not source.is_dir():
         raise PackageVerificationError(f"{package_dir}: no package at {source}")
-    workdir = Path(tempfile.mkdtemp(prefix="ane-verified-"))
-    try:
+    # removed on exit, also when a stop request ends the command (core/stop.py)
+    with stop.scratch(lambda: tempfile.mkdtemp(prefix="ane-verified-")) as workdir:
         copy = workdir / source.name
         shutil.copytree(source, copy, symlinks=True)
         links = [p for p in copy.rglob("*") if p.is_symlink()]
@@ -44,5 +45,3 @@ def verified_copy(package_dir: Path, manifest: dict) -> Iterator[Path]:
             raise PackageVerificationError(f"{package_dir}: package content hash {actual[:12]}... differs from the "
                                            f"manifest's {expected[:12]}... (the package was modified)")
         yield copy
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -16,9 +16,8 @@ import torch.nn.functional as F
 from ..checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
 from ..checkpoint.tensors import ACTION_FEATURES, HEAD_PREFIX
 from ..core.errors import HarnessError
-from ..package.inputs.questions import EncodedQuestion
+from ..package.inputs.questions import NONE_DECISION, EncodedQuestion
 
-NONE_DECISION = "none"  # the decision of a noul question when no listed option applies
 
 
 class NonFiniteOutputError(HarnessError):

@@ -34,7 +34,7 @@ def make_embedding_golden(checkpoint: Checkpoint, progress=None) -> dict:
     positions = checkpoint.config.encoder.max_position_embeddings
     records, skipped = [], []
     for text in load_texts():
-        ids = token_ids(tokenizer, text.text)
+        ids = token_ids(tokenizer, text.text, f"text {text.id!r}")
         if len(ids) > positions:
             skipped.append({"id": text.id, "tokens": len(ids), "reason": f"longer than the {positions} positions"})
         else:
@@ -85,4 +85,34 @@ def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None) -> d
     hidden = None if checkpoint is None else checkpoint.config.encoder.hidden_size
     if hidden is not None and any(len(r["embedding"]) != hidden for r in golden["embeddings"]):
         raise GoldenError(f"{path}: an embedding is not {hidden} values long")
+    check_records(path, golden)
     return golden
+
+
+def check_records(path: Path, golden: dict) -> None:
+    """The golden covers the texts exactly: every text once, as an embedding or as skipped (none twice, none
+    unknown, none missing), each embedding of one length and its token count that of its ids."""
+    expected = [text.id for text in load_texts()]
+    skipped = [item.get("id") for item in golden["texts"]["skipped"] if isinstance(item, dict)]
+    if len(skipped) != len(golden["texts"]["skipped"]):
+        raise GoldenError(f"{path}: a skipped text has no id")
+    ids = [record["id"] for record in golden["embeddings"]] + skipped
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise GoldenError(f"{path}: text {repeated[0]!r} appears twice; each text has one record")
+    unknown = sorted(set(ids) - set(expected))
+    if unknown:
+        raise GoldenError(f"{path}: text {unknown[0]!r} is not one of the embedding texts")
+    missing = [i for i in expected if i not in set(ids)]
+    if missing:
+        raise GoldenError(f"{path}: no record for {len(missing)} text(s) (e.g. {missing[0]!r}); a golden covers every "
+                          "embedding text")
+    if golden["texts"]["count"] != len(expected):
+        raise GoldenError(f"{path}: texts.count says {golden['texts']['count']}; there are {len(expected)} texts")
+    lengths = {len(record["embedding"]) for record in golden["embeddings"]}
+    if len(lengths) != 1:
+        raise GoldenError(f"{path}: embeddings of different lengths {sorted(lengths)}")
+    for record in golden["embeddings"]:
+        if record["num_tokens"] != len(record["input_ids"]):
+            raise GoldenError(f"{path}: text {record['id']!r} records {record['num_tokens']} tokens for "
+                              f"{len(record['input_ids'])} ids")

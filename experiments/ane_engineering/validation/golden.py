@@ -107,4 +107,44 @@ def load_golden(path: Path, checkpoint: Checkpoint | None = None, fixture: Path 
                                   f"{checkpoint.source}); regenerate it with the golden command")
     if golden["fixture"]["sha256"] != fixture_sha256(fixture):
         raise GoldenError(f"{path}: made from another version of the fixture questions; regenerate it")
+    check_records(path, golden["questions"], load_questions(fixture),
+                  None if checkpoint is None or checkpoint.config.head is None else checkpoint.config.head)
     return golden
+
+
+def check_records(path: Path, records: list[dict], questions, head=None) -> None:
+    """A golden says exactly what it seems to: one record per fixture question (no question twice, none missing,
+    none unknown), of the question's kind, with one raw logit per option, one calibrated probability per option
+    (plus "none" for a noul question), decisions that index them, and (given the head) one action logit and
+    probability per action. A shorter list would leave an option or action uncompared."""
+    by_id = {question.id: question for question in questions}
+    seen = set()
+    for record in records:
+        qid = record["question_id"]
+        where = f"{path}: question {qid!r}"
+        if qid in seen:
+            raise GoldenError(f"{where} appears twice; each question has one record")
+        seen.add(qid)
+        question = by_id.get(qid)
+        if question is None:
+            raise GoldenError(f"{where} is not in the fixture")
+        if record["kind"] != question.kind:
+            raise GoldenError(f"{where} is recorded as kind {record['kind']!r}; the fixture says {question.kind!r}")
+        options = len(question.options)
+        labels = options + (1 if question.kind == "noul" else 0)
+        for field, expected in (("option_logits", options), ("calibrated", labels)):
+            if len(record[field]) != expected:
+                raise GoldenError(f"{where} has {len(record[field])} {field} for its {expected} "
+                                  f"{'options' if field == 'option_logits' else 'calibrated outcomes'}")
+        if record["decision_index"] >= labels:
+            raise GoldenError(f"{where}: decision_index {record['decision_index']} is not one of its {labels} outcomes")
+        actions = len(record["action_logits"]) if head is None else len(head.action_head.actions)
+        for field in ("action_logits", "action_probabilities"):
+            if len(record[field]) != actions:
+                raise GoldenError(f"{where} has {len(record[field])} {field} for {actions} actions")
+        if record["action_index"] >= actions:
+            raise GoldenError(f"{where}: action_index {record['action_index']} is not one of its {actions} actions")
+    missing = [question.id for question in questions if question.id not in seen]
+    if missing:
+        raise GoldenError(f"{path}: no record for {len(missing)} fixture question(s) (e.g. {missing[0]!r}); a golden "
+                          "covers every question of its fixture")

@@ -103,6 +103,8 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
         raise PalettizeError(f"--mode must be one of {MODES}, got {mode!r}")
     if group_size < 1:
         raise PalettizeError(f"--group-size must be positive, got {group_size}")
+    if workers < 1:
+        raise PalettizeError(f"--workers must be >= 1, got {workers}")
     implementation = resolve_implementation(mode, implementation)
     say = progress or (lambda message: None)
     parent = uncompressed_parent(parent_dir)

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..core import gates
+from ..core import gates, stop
 from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, machine, portable_path, tool_versions
 from .palettize_candidate import package_bytes, palettize_candidate
@@ -93,7 +93,13 @@ def _refused_row(name: str, settings: dict, error: HarnessError, task: str = "de
 
 def run_candidate(job: dict) -> dict:
     """Worker: palettize one candidate and validate it. Runs in a fresh process. A candidate the harness refuses
-    (e.g. a palettization that changes nothing) is a failed row, so the other candidates still run."""
+    (e.g. a palettization that changes nothing) is a failed row, so the other candidates still run. A stop ends the
+    worker after its own cleanup (core/stop.py)."""
+    with stop.worker_task():
+        return _run_candidate(job)
+
+
+def _run_candidate(job: dict) -> dict:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -130,7 +136,8 @@ def run_sweep(parent: Path, output: Path, source: str, golden: Path, bits: list[
              "source": source, "golden": str(golden), "backend": backend, "repeats": repeats, "sweep_dir": str(output)}
             for b in bits for m in modes for g in group_sizes]
     rows = []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
+                             initializer=stop.ignore_interrupts) as pool:
         futures = {pool.submit(run_candidate, job): job for job in grid}
         for done, future in enumerate(as_completed(futures), start=1):
             row = future.result()

@@ -17,7 +17,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ...checkpoint.config import QUESTION_KINDS, DecisionHeadConfig
-from ...checkpoint.tokenizer import special_token_texts
+from ...checkpoint.tokenizer import content_ids, special_token_texts
 from ...core.errors import HarnessError
 from ...core.json_documents import NON_EMPTY_STRING, NUMBER, STRING, array_of, closed_object, read_json
 
@@ -27,6 +27,9 @@ FIXTURE_PATH = Path(__file__).resolve().parent / "fixtures" / "questions.json"
 
 class QuestionError(HarnessError):
     """A question that cannot be encoded as asked."""
+
+
+NONE_DECISION = "none"  # the decision of a noul question when no listed option applies
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,13 @@ class Question:
             raise QuestionError(f"question {self.id!r}: needs at least 2 options, got {len(self.options)}")
         if not all(isinstance(o, str) and o.strip() for o in self.options):
             raise QuestionError(f"question {self.id!r}: every option must be a non-empty string")
+        # outputs are keyed by option label: a repeated label (or a noul option named like the "none" outcome)
+        # would leave one of them out of every public output
+        labels = [*self.options, *([NONE_DECISION] if self.kind == "noul" else [])]
+        repeated = sorted({o for o in labels if labels.count(o) > 1})
+        if repeated:
+            raise QuestionError(f"question {self.id!r}: the label {repeated[0]!r} appears twice among its options"
+                                + (" (with the noul outcome)" if repeated[0] == NONE_DECISION else ""))
         if self.kind == "score" and (self.points is None or len(self.points) != len(self.options)):
             raise QuestionError(f"question {self.id!r}: a score question needs one rubric point per option")
 
@@ -72,8 +82,8 @@ def encode_question(tokenizer: Tokenizer, head: DecisionHeadConfig, question: Qu
             if special in piece:
                 raise QuestionError(f"question {question.id!r}: text contains the special token {special!r}")
 
-    def pieces(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False).ids
+    def pieces(text: str) -> list[int]:  # never empty: a text the vocabulary misses is refused, not dropped
+        return content_ids(tokenizer, text, f"question {question.id!r}", add_special_tokens=False)
 
     ids = [head.cls_token_id, *pieces(question.text), head.sep_token_id]
     types = [TYPE_QUESTION] * len(ids)

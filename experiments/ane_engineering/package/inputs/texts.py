@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from ...checkpoint.tokenizer import content_ids
 from .questions import FIXTURE_PATH, QuestionError, load_questions
 from ...core.json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, read_json
 
@@ -49,5 +50,6 @@ def texts_sha256(questions: Path = FIXTURE_PATH, sentences: Path = SENTENCES_PAT
     return digest.hexdigest()
 
 
-def token_ids(tokenizer: Tokenizer, text: str) -> list[int]:
-    return tokenizer.encode(text).ids
+def token_ids(tokenizer: Tokenizer, text: str, what: str = "text") -> list[int]:
+    """The text's ids with the tokenizer's own special tokens; refused when none of them is content."""
+    return content_ids(tokenizer, text, what)
