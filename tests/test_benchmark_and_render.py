@@ -216,7 +216,7 @@ def _edited(root, file, path, value):
 
 
 EVIDENCE_EDITS = [  # (file, JSON path, new value): each changes one printed figure
-    ("benchmarks/evidence/mil_executor_mmbert_base_shape.json", ("ratio_p50",), 1.71),  # printed 1.17
+    ("benchmarks/evidence/mil_executor_mmbert_base_shape.json", ("ratio_p50",), 1.71),  # digits swapped
     ("benchmarks/evidence/probe_export_mmbert_base_shape.json", ("runs", 1, "convert_seconds"), 81.0),
     ("benchmarks/evidence/cost_model_mmbert_base_shape.json", ("reference_check", "rows", 0, "ratio_to_floor"), 2.23),
     ("benchmarks/evidence/reweight_mmbert_base_shape.json", ("warm_in_one_process", "reweight_seconds", 2), 0.258),

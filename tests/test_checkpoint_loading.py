@@ -331,7 +331,7 @@ def test_unreachable_hub_fails_quickly_with_source_hint(tmp_path):
     assert message.startswith("HubSourceError:"), result.stdout + result.stderr
     assert "--source DIR" in message
     assert elapsed < 30, f"took {elapsed:.1f} s (interpreter included) to give up on an unreachable hub"
-    # The resolution itself, without interpreter start-up: huggingface_hub's retry backoff alone sleeps ~23 s.
+    # The resolution itself, without interpreter start-up: huggingface_hub's own retry backoff would take longer.
     assert float(seconds) < 10, f"load_checkpoint took {seconds} s to give up on an unreachable hub"
 
 
@@ -380,7 +380,7 @@ def test_builtin_tiny_decision_margins(tiny):
 
 
 def test_mmbert_base_shape_config_has_mmbert_dimensions():
-    """Only the config: writing this built-in produces 1.2 GB of weights."""
+    """Only the config: writing this built-in produces full-size weights."""
     config = parse_config(BUILTINS["mmbert-base-shape"])
     enc = config.encoder
     assert (enc.num_hidden_layers, enc.hidden_size, enc.num_attention_heads, enc.head_dim) == (22, 768, 12, 64)

@@ -107,7 +107,7 @@ def test_fp16_range_on_real_weights_finds_outlier_channels_and_near_layer_norm_s
     groups = report["groups"]
     assert groups["encoder.mlp_norm.input"]["max_top_to_median"] > OUTLIER_RATIO
     assert groups["encoder.mlp_norm.input"]["outlier_channels"]
-    # the trained residual sums reach ~200: their squared deviation inside the layer norm comes within 4x of 65,504
+    # the trained residual sums are large: their squared deviation inside the layer norm nears the FP16 maximum
     assert any(name.endswith("mlp_norm.input") for name in report["needs_clamp"])
     assert all(entry["hazard"] == "layer-norm squared deviation" for entry in report["clamp"])
     assert groups["embedding_norm.input"]["min_variance_valid"] > 2.0 ** -14  # a normal FP16 number
