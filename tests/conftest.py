@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline default checkpoint and a writer of random checkpoint directories."""
+"""Shared fixtures (the offline default checkpoint, a writer of random checkpoint directories, the session package
+caches) and the guard of the `slow` marker (slow_guard.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import torch
 from checkpoint_support import write_random_checkpoint
 from minilm_fixtures import minilm, minilm_packages  # noqa: F401  (real MiniLM weights and their packages)
 from package_fixtures import tiny_packages, validation_report  # noqa: F401  (session fixtures: packages, validation)
+from slow_guard import (  # noqa: F401  (hooks: an unmarked test that converts or starts Python fails)
+    pytest_configure,
+    pytest_fixture_setup,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+)
 from experiments.ane_engineering.checkpoint import load_checkpoint
 
 # The test models are small: one intra-op thread is several times faster than two on a shared 2-core machine

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fp16_support import TINY16, U16, f16, ulp16  # noqa: F401  (U16 and f16: for the per-op test modules)
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
@@ -17,8 +18,6 @@ from experiments.ane_engineering.run.mil.executor import MILExecutor
 from experiments.ane_engineering.package.program import LoadedProgram, _tensor_info
 
 MODES = ("fp32-accumulate", "fp16-strict")
-U16 = 2.0 ** -11  # fp16 unit roundoff
-TINY16 = 2.0 ** -24  # smallest fp16 subnormal
 DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}
 
 
@@ -59,11 +58,6 @@ def run(build, inputs: dict, mode: str = "fp32-accumulate", opset=None) -> list[
     return run_program(prog, inputs, mode, opset)
 
 
-def ulp16(v) -> np.ndarray:
-    a = np.abs(np.asarray(v, dtype=np.float64))
-    return 2.0 ** (np.floor(np.log2(np.maximum(a, 2.0 ** -14))) - 10)
-
-
 def assert_fp16(out, ref, ulps: float = 1.0, extra=0.0, what: str = ""):
     """|out - ref| <= ulps * ulp16(ref) + extra (+ the fp16 subnormal step): `ulps` = 1 is the one rounding of an
     exact result to fp16 (half an ulp) with slack for float32 evaluation; more for fp16-strict's inner roundings."""
@@ -78,6 +72,3 @@ def assert_fp16(out, ref, ulps: float = 1.0, extra=0.0, what: str = ""):
     bad = ~same_special & ~(np.abs(o - ref) <= tol)
     assert not bad.any(), f"{what}: {int(bad.sum())} values off, e.g. got {o[bad][:4]} want {ref[bad][:4]}"
 
-
-def f16(a) -> np.ndarray:
-    return np.asarray(a, dtype=np.float16)

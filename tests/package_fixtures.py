@@ -1,6 +1,7 @@
 """Session fixtures of exported builtin:tiny packages, made once by the probe and shared by every test module.
 
-Loaded from conftest.py through `pytest_plugins`. Packages are exported lazily on first request.
+Imported by conftest.py. Packages are exported lazily on first request; every request counts as an export for the
+`slow` marker (slow_guard.py), whether or not an earlier test already made that package.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from slow_guard import record
 
 from experiments.ane_engineering import validate
 from experiments.ane_engineering.checkpoint import load_checkpoint
@@ -20,6 +22,7 @@ class PackageCache:
 
     def get(self, kind: str, length: int, attention: str = "dense"):
         """(directory, probe report) of `kind` at `length` with that attention layout, exported on first use."""
+        record("asks for an exported package")
         key = (kind, length, attention)
         if key not in self.reports:
             directory = self.root / (f"{kind}-{length}" + ("" if attention == "dense" else f"-{attention}"))

@@ -1,44 +1,29 @@
 """Absurd configs, indexes, fixtures, goldens and text: each is refused by the command with one line and exit 2,
-before anything is allocated, and nothing is left at the output path (issue 12, item 4)."""
+before anything is allocated, and nothing is left at the output path."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from checkpoint_support import small_config, write_random_checkpoint
+from command_support import refused, run_command
 from experiments.ane_engineering import encode, golden, validate
 from experiments.ane_engineering.checkpoint.config import ConfigError, parse_config
-from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.inputs.questions import FIXTURE_PATH
 from experiments.ane_engineering.package.manifest import MANIFEST_NAME, ManifestError, read_manifest, seal
 from experiments.ane_engineering.core.limits import MAX_DIMENSION, MAX_LAYERS, physical_memory_bytes
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def refused(capsys, main, argv: list[str], output: Path) -> str:
-    """Run a command; it must exit 2 with one error line and leave nothing at or beside `output`."""
-    before = set(output.parent.iterdir())
-    status = run_main(main, argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert status == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert not output.exists() and set(output.parent.iterdir()) == before
-    return lines[0]
-
 
 def encode_refuses(capsys, tmp_path, source: Path) -> str:
     output = tmp_path / "out" / "hidden.npy"
     output.parent.mkdir()
-    return refused(capsys, encode.main, ["--source", str(source), "--ids", "1,2,3", "--output", str(output)], output)
+    return refused(encode.main, ["--source", str(source), "--ids", "1,2,3", "--output", str(output)], capsys,
+                   output=output)
 
 
 def write_config(directory: Path, text: str) -> Path:
@@ -177,7 +162,7 @@ def test_a_malformed_fixture_is_refused_by_golden(capsys, tmp_path, edit, messag
     fixture = fixture_with(tmp_path, edit)
     output = tmp_path / "out" / "golden.json"
     output.parent.mkdir()
-    line = refused(capsys, golden.main, ["--fixture", str(fixture), "--output", str(output)], output)
+    line = refused(golden.main, ["--fixture", str(fixture), "--output", str(output)], capsys, output=output)
     assert str(fixture) in line and message in line, line
 
 
@@ -189,8 +174,8 @@ def test_a_golden_whose_source_is_not_an_object_is_refused_by_validate(capsys, t
     output = tmp_path / "out" / "validation.json"
     output.parent.mkdir()
     # The golden is read before any package: the package path is never touched.
-    line = refused(capsys, validate.main, ["--package", str(tmp_path / "no-package"), "--golden", str(path),
-                                           "--backend", "mil", "--output", str(output)], output)
+    line = refused(validate.main, ["--package", str(tmp_path / "no-package"), "--golden", str(path),
+                                   "--backend", "mil", "--output", str(output)], capsys, output=output)
     assert f"{path}: field 'source' must be an object, got str 'builtin:tiny'" in line
 
 
@@ -210,13 +195,11 @@ def test_a_manifest_of_the_wrong_structure_is_refused_before_its_seal_is_checked
 
 # --- text ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_text_that_is_not_utf8_is_refused_by_encode(tmp_path):
     """argv bytes that are not UTF-8 reach Python as lone surrogates; encode refuses them with one line."""
     output = tmp_path / "hidden.npy"
-    argv = [sys.executable, "-m", "experiments.ane_engineering.encode", "--text", os.fsencode("caf") + b"\xe9",
-            "--output", str(output)]
-    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = run_command("encode", "--text", os.fsencode("caf") + b"\xe9", "--output", str(output))
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == "error: --text is not valid UTF-8 (byte 0xe9 at character 3)", result.stderr
     assert not output.exists() and list(tmp_path.iterdir()) == []

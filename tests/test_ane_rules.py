@@ -368,7 +368,11 @@ def test_every_applicable_rule_has_a_trigger():
     assert set(TRIGGERS) == {rule.id for rule in APPLICABLE}
 
 
-@pytest.mark.parametrize("rule", APPLICABLE, ids=lambda r: r.id)
+CONVERTED_TRIGGERS = {"ANE-R05-range-input", "ANE-R06-enumerated-input"}  # torch blocks converted by coremltools
+
+
+@pytest.mark.parametrize("rule", [pytest.param(rule, marks=pytest.mark.slow) if rule.id in CONVERTED_TRIGGERS else rule
+                                  for rule in APPLICABLE], ids=lambda r: r.id)
 def test_rule_fires_on_its_trigger(rule):
     prog, spec = TRIGGERS[rule.id]()
     report = check_program(prog, spec)
@@ -467,6 +471,7 @@ def test_finite_mask_constant_is_fine():
     assert not findings_of(report, "ANE-R16-fp16-range-constant")
 
 
+@pytest.mark.slow
 def test_enumerated_symbols_explained_by_the_spec():
     prog, spec = converted("enumerated")
     with_spec = check_program(prog, spec)
@@ -486,6 +491,7 @@ def test_gate_and_allow_list():
     assert require_ane_gate(report, {"scaled_dot_product_attention"}) == (True, [])
 
 
+@pytest.mark.slow
 def test_load_program_round_trip(tmp_path):
     model = convert_block("fixed")
     package = tmp_path / "block.mlpackage"
@@ -505,21 +511,10 @@ def test_load_program_round_trip(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tiny_bc1s_body_has_no_violations():
-    from experiments.ane_engineering.model.bc1s.models import BC1SBody
+    from conversion_support import convert_tiny_body
     from experiments.ane_engineering.checkpoint import load_checkpoint
 
-    ck = load_checkpoint("builtin:tiny")
-    length = 96
-    body = BC1SBody(ck.config, ck.tensors, length).eval()
-    hidden = ck.config.encoder.hidden_size
-    shapes = {"embeddings": (1, hidden, 1, length), "global_mask": (1, length, 1, length),
-              "type_vectors": (1, hidden, 1, length), "marker_selector": (1, length, 1, 32),
-              "local_mask": (1, length, 1, length)}
-    names = body.input_names()
-    traced = torch.jit.trace(body, tuple(torch.zeros(shapes[n]) for n in names))
-    model = ct.convert(traced, inputs=[ct.TensorType(name=n, shape=shapes[n], dtype=np.float16) for n in names],
-                       outputs=[ct.TensorType(name="option_logits", dtype=np.float16)], convert_to="mlprogram",
-                       compute_precision=ct.precision.FLOAT16, minimum_deployment_target=OPSET, skip_model_load=True)
+    _, model = convert_tiny_body(load_checkpoint("builtin:tiny"), 96, OPSET)
     report = check_program(model._mil_program, model.get_spec())
     assert report["violations"] == 0, [f for f in report["findings"] if f["severity"] == "error"][:5]
     assert report["predicted_off_ane"] == [] and report["predicted_ane_fraction"] == 1.0
@@ -559,6 +554,7 @@ class OriginalLayoutBlock(nn.Module):
         return x + torch.nn.functional.gelu(self.out(y))
 
 
+@pytest.mark.slow
 def test_original_layout_model_has_violations():
     module = OriginalLayoutBlock().eval()
     model = ct.convert(torch.jit.trace(module, torch.zeros(1, 16, 64)),

@@ -34,11 +34,9 @@ def small_package(tmp_path_factory):
     def prog(x):
         return mb.softmax(x=mb.conv(x=x, weight=w), axis=1, name="probs")
 
-    model = ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
-                       minimum_deployment_target=ct.target.macOS15, skip_model_load=True)
-    path = tmp_path_factory.mktemp("backend") / "small.mlpackage"
-    model.save(str(path))
-    return path, w
+    from conversion_support import save_program
+
+    return save_program(prog, tmp_path_factory.mktemp("backend") / "small.mlpackage", ct.target.macOS15), w
 
 
 def _reference(x, w):
@@ -103,6 +101,7 @@ def test_describe_names_backend_mode_platform():
     assert strict["backend"] == "mil-fp16-strict" and strict["mode"] == FP16_STRICT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mil", "mil-fp16-strict"])
 def test_mil_backend_loads_and_predicts(small_package, name):
     path, w = small_package
@@ -121,6 +120,7 @@ def test_mil_backend_loads_and_predicts(small_package, name):
     assert desc["package"] == str(path) and "accumulation" in desc
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ON_MAC, reason="Core ML runs only on macOS")
 @pytest.mark.parametrize("name", ["coreml", "coreml-cpu"])
 def test_coreml_backend_runs_on_macos(small_package, name):

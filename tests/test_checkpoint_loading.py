@@ -6,8 +6,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,6 +13,7 @@ import torch
 
 from checkpoint_support import (assert_margins_match_the_fit, checkpoint_tensors, config_variant, small_config,
                                 write_checkpoint)
+from command_support import command_env, python
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
 from experiments.ane_engineering.checkpoint.builtin import BUILTINS, UnknownSourceError, build_builtin
 from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
@@ -311,10 +310,11 @@ def test_branch_tag_or_short_revision_is_refused(revision):
         load_checkpoint(f"laya-multilingual@{revision}")
 
 
+@pytest.mark.slow
 def test_unreachable_hub_fails_quickly_with_source_hint(tmp_path):
     """HF_ENDPOINT is read when huggingface_hub is imported, so the check runs in a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf-home"))
+    env = command_env({k: v for k, v in os.environ.items() if not k.startswith("HF_")},
+                      HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf-home"))
     script = ("import time\n"
               "from experiments.ane_engineering.checkpoint import load_checkpoint\n"
               "from experiments.ane_engineering.checkpoint.hub import HubSourceError\n"
@@ -324,14 +324,14 @@ def test_unreachable_hub_fails_quickly_with_source_hint(tmp_path):
               "except HubSourceError as error:\n"
               "    print(f'{time.monotonic() - start:.3f}', 'HubSourceError:', error)\n")
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    result = python("-c", script, env=env, timeout=120)
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stderr
     seconds, _, message = result.stdout.partition(" ")
     assert message.startswith("HubSourceError:"), result.stdout + result.stderr
     assert "--source DIR" in message
     assert elapsed < 30, f"took {elapsed:.1f} s (interpreter included) to give up on an unreachable hub"
-    # The resolution itself, without interpreter start-up: huggingface_hub's retry backoff alone sleeps ~23 s.
+    # The resolution itself, without interpreter start-up: huggingface_hub's own retry backoff would take longer.
     assert float(seconds) < 10, f"load_checkpoint took {seconds} s to give up on an unreachable hub"
 
 
@@ -380,7 +380,7 @@ def test_builtin_tiny_decision_margins(tiny):
 
 
 def test_mmbert_base_shape_config_has_mmbert_dimensions():
-    """Only the config: writing this built-in produces 1.2 GB of weights."""
+    """Only the config: writing this built-in produces full-size weights."""
     config = parse_config(BUILTINS["mmbert-base-shape"])
     enc = config.encoder
     assert (enc.num_hidden_layers, enc.hidden_size, enc.num_attention_heads, enc.head_dim) == (22, 768, 12, 64)

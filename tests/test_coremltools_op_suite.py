@@ -39,6 +39,7 @@ SAMPLE = [
 SAMPLE_EVERY = 100
 
 
+@pytest.mark.slow
 def test_fixed_sample_of_the_suite_passes_through_the_executor(tmp_path):
     """The plugin in a nested pytest session (in process: torch and coremltools are already imported)."""
     from experiments.ane_engineering.run.mil import coremltools_suite
@@ -70,6 +71,7 @@ def _relu6_case():
     return lambda: TestReLU6().test_builder_to_backend_smoke(compute_unit=ct.ComputeUnit.CPU_ONLY, backend=backend)
 
 
+@pytest.mark.slow
 def test_the_suite_fails_when_a_handler_is_wrong(monkeypatch):
     """In process: coremltools' relu6 case passes through the executor, and fails once relu6 is off by one."""
     case = _relu6_case()

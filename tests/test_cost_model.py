@@ -215,6 +215,7 @@ def test_window_fraction():
     assert window_fraction(1024, 1023) == 1.0
 
 
+@pytest.mark.slow
 def test_lxl_share_grows_with_length(tiny_packages):
     reports = {}
     for length in (96, 1024):
@@ -265,6 +266,7 @@ def test_reference_model_dimensions():
                      "intermediate_size": 192, "local_attention": 128}, "head": {"num_layers": 2}})
 
 
+@pytest.mark.slow
 def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tmp_path):
     import importlib.util
     import json

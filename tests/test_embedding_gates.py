@@ -86,6 +86,7 @@ def _swapped_heads(tensors, layer: int, a: int, b: int, head_dim: int) -> dict:
     return out
 
 
+@pytest.mark.slow  # several FP32 runs of the real MiniLM embedder over the texts
 def test_the_fp32_bc1s_embedder_passes_and_real_defects_fail(minilm, golden_and_ids):
     golden, ids = golden_and_ids
     golden, ids = golden[::2], ids[::2]  # half the texts: still thousands of resolved ranking pairs, half the time
@@ -144,6 +145,7 @@ def test_ranking_gate_fails_only_on_resolved_swaps():
     assert report["examples"][0]["anchor"] == "b"
 
 
+@pytest.mark.slow
 def test_validate_embedding_packages_through_mil(minilm, minilm_packages, tmp_path, capsys):
     from experiments.ane_engineering import golden as golden_command
     from experiments.ane_engineering import validate
@@ -169,6 +171,7 @@ def test_validate_embedding_packages_through_mil(minilm, minilm_packages, tmp_pa
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_validate_exits_1_when_the_embedding_gates_fail(minilm, minilm_packages, tmp_path, capsys):
     """A 4-bit palettization of the real weights fails the embedding gates: passed false, reasons, exit 1."""
     from experiments.ane_engineering import golden as golden_command

@@ -3,13 +3,12 @@ tokenizer with: [CLS] text [SEP] ([MARK] option [SEP])*, token types, marker pos
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from command_support import run_command
 
 from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
 from experiments.ane_engineering.checkpoint import CheckpointError
@@ -30,8 +29,7 @@ def _run(tmp_path, name: str, *args: str) -> np.ndarray:
 
 
 def _command(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments.ane_engineering.encode", *args], capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ), **kwargs)
+    return run_command("encode", *args, timeout=120, **kwargs)
 
 
 def test_text_reference_and_bc1s_agree(tmp_path, tiny):
@@ -73,6 +71,7 @@ def test_text_without_tokenizer_is_refused(tmp_path, random_checkpoint):
         main(["--source", str(random_checkpoint()), "--text", TEXT, "--output", str(tmp_path / "out.npy")])
 
 
+@pytest.mark.slow
 def test_existing_output_is_refused_and_left_unchanged(tmp_path):
     output = tmp_path / "exists.npy"
     output.write_bytes(b"keep me")
@@ -108,6 +107,7 @@ def test_missing_output_directory_is_refused(tmp_path):
         main(["--ids", "1,2", "--output", str(tmp_path / "no-such-dir" / "out.npy")])
 
 
+@pytest.mark.slow
 def test_help_works():
     result = _command("--help")
     assert result.returncode == 0
@@ -178,6 +178,7 @@ def test_malformed_questions_are_refused():
         Question("q", "score", "text", ("a", "b"), (1.0,))
 
 
+@pytest.mark.slow
 def test_mil_backend_runs_an_encoder_package_like_the_reference(tiny, tiny_packages, tmp_path):
     """encode --backend mil --package DIR: the FP16 package agrees with the FP32 reference within FP16 error,
     and a body package (wrong kind) is refused."""

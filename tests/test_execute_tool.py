@@ -1,4 +1,4 @@
-"""The executor as a tool of its own (issue 15): packages the project did not export (coremltools.convert of a torch
+"""The executor as a tool of its own: packages the project did not export (coremltools.convert of a torch
 MLP, a classifier, a multifunction package, MIL programs with cond/while_loop), the command's --describe and
 --inputs/--output, every unsupported op named in one error, inputs refused against RangeDim bounds before running,
 and a failing op named with its inputs."""
@@ -13,6 +13,8 @@ import pytest
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 from coremltools.converters.mil import Builder as mb
+from conversion_support import save_program
+from fp16_support import U16
 
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.run.mil import tool
@@ -24,7 +26,7 @@ from experiments.ane_engineering.run.mil.executor import (
 )
 from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError
 
-U16 = 2.0 ** -11  # fp16 unit roundoff
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 
 
 def _mlp(classes: int = 3) -> torch.nn.Module:
@@ -58,8 +60,7 @@ def classifier_pkg(tmp_path_factory):
 
 
 def _convert_program(prog, path, target=ct.target.iOS17):
-    return _save(ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=target,
-                            compute_precision=ct.precision.FLOAT32), path)
+    return save_program(prog, path, target, ct.precision.FLOAT32)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ from experiments.ane_engineering.run.mil import executor as _executor  # noqa: F
 from experiments.ane_engineering.run.mil import model_zoo
 from experiments.ane_engineering.run.mil.registry import OPS
 
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
+
 TESTED = ("bert", "cnn", "lstm", "gru")
 
 
@@ -37,7 +39,7 @@ def test_model_agrees_with_torch_at_fp16_level(converted, name):
     assert result["passes"], result
 
 
-def test_encoder_program_has_the_ops_the_issue_named(converted):
+def test_converted_programs_have_the_ops_that_blocked_them_before(converted):
     ops = model_zoo.evaluate(converted["bert"])["op_types"]
     assert "gather_nd" in ops  # the op that blocked every masked encoder
     assert "while_loop" in model_zoo.evaluate(converted["gru"])["op_types"]

@@ -253,6 +253,7 @@ def test_empty_and_size_one_dimensions():
     assert outs[3].tolist() == one.tolist() and outs[4].shape == (0, 3)
 
 
+@pytest.mark.slow
 def test_new_ops_survive_a_package_round_trip(tmp_path):
     """The same ops saved as an .mlpackage by coremltools and read back by the executor's loader (defaults
     materialised by the loader, consts read from weight.bin) give the builder program's results."""
@@ -275,6 +276,7 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
                             indices=np.array([[0, 1, 2]], np.int32))
         return h, pos, last, mb.topk(x=mb.reshape(x=v, shape=[4, 36]), k=3)[1]
 
+    from conversion_support import save_program
     from executor_ops_support import loaded, spec
 
     with Function({"v": spec(x), "m": spec(mask)}, ct.target.iOS17) as func:
@@ -282,11 +284,7 @@ def test_new_ops_survive_a_package_round_trip(tmp_path):
     prog = Program()
     prog.add_function("main", func)
     want = MILExecutor(loaded(prog, "iOS17")).run({"v": x, "m": mask})
-    model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17,
-                       compute_precision=ct.precision.FLOAT16, skip_model_load=True)
-    path = tmp_path / "ops.mlpackage"
-    model.save(str(path))
-    ex = MILExecutor(path)
+    ex = MILExecutor(save_program(prog, tmp_path / "ops.mlpackage", ct.target.iOS17))
     got = ex.run({"v": x, "m": mask})
     assert {"max_pool", "batch_norm", "conv_transpose", "cumsum", "gather_nd", "topk"} <= set(ex.op_type_counts)
     for (name, a), b in zip(want.items(), got.values()):

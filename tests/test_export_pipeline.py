@@ -10,6 +10,8 @@ from experiments.ane_engineering.package.convert import convert
 from experiments.ane_engineering.package.kinds import build_export_spec
 from experiments.ane_engineering.package.package_hash import package_content_hash
 
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
+
 
 def _hash(spec, path, **options):
     convert(spec, **options).save(str(path))

@@ -1,4 +1,4 @@
-"""The attacks of issue 12, each reproduced on builtin:tiny packages: refused with one clear line and a non-zero exit,
+"""Attacks on the harness, each reproduced on builtin:tiny packages: refused with one clear line and a non-zero exit,
 nothing left at the output path, inputs unchanged (or, for the functional items, working)."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from command_support import refused
+from package_edits import copy_package, edit_largest_weight, intact, reseal, weight_bin
 from experiments.ane_engineering import benchmark, encode, golden, probe, reweight, sweep, validate
 from experiments.ane_engineering.model.bc1s.lora import LoraSpec
 from experiments.ane_engineering.core.cli import atomic_file, run_main
@@ -22,64 +24,25 @@ from experiments.ane_engineering.package.inputs.questions import load_questions
 from experiments.ane_engineering.package import verified_copy as verified_copy_module
 from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
 from experiments.ane_engineering.package.package_hash import package_content_hash
-from experiments.ane_engineering.package.reweight import blob_layout, weight_file
 from experiments.ane_engineering.core.staging import OutputExistsError, staged_directory
 from experiments.ane_engineering.palettize import main as palettize_main
 from experiments.ane_engineering.run.agent import ANEAgent
 
 
-def refused(main, argv, capsys, *needles) -> str:
-    """Run a command as the shell would; it must exit 2 with one line naming the problem."""
-    status = run_main(main, argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert status == 2 and len(lines) == 1, (status, err)
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
-def copy_package(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target)
-    return target
-
-
-def reseal(package_dir: Path) -> None:
-    """What an honest export of the changed bytes would carry: the content hash recomputed, the manifest re-sealed."""
-    manifest = read_manifest(package_dir)
-    manifest["package"]["content_hash"] = package_content_hash(package_dir / manifest["package"]["path"])
-    write_manifest(package_dir, manifest)
-
-
-def scale_largest_weight(package_dir: Path, value: float | None = None, factor: float | None = None) -> None:
-    """Overwrite (or scale) the largest FP16 weight blob, a conv weight, in place."""
-    path = weight_file(package_dir / "model.mlpackage")
-    _, _, size, offset = max(blob_layout(path), key=lambda blob: blob[2])
-    data = bytearray(path.read_bytes())
-    values = np.frombuffer(bytes(data[offset:offset + size]), dtype=np.float16).copy()
-    values[:] = value if value is not None else values * factor
-    data[offset:offset + size] = values.tobytes()
-    path.write_bytes(bytes(data))
-
-
-def intact(package_dir: Path) -> bool:
-    manifest = read_manifest(package_dir)
-    return package_content_hash(package_dir / "model.mlpackage")["sha256"] == manifest["package"]["content_hash"]["sha256"]
-
-
 # ------------------------------------------------------------------------------------------------------------
-# Item 1: the finite gate can fail.
+# The finite gate can fail.
 # ------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def overflowing_body(tiny_packages, tmp_path_factory):
     """A body package whose largest conv weight is 60000 (finite in FP16): its activations overflow to Inf/NaN."""
     source, _ = tiny_packages.get("body", 96)
     package = copy_package(source, tmp_path_factory.mktemp("overflow") / "body")
-    scale_largest_weight(package, value=60000.0)
+    edit_largest_weight(package, lambda values: np.full_like(values, 60000.0))
     reseal(package)
     return package
 
 
+@pytest.mark.slow
 def test_non_finite_outputs_fail_the_finite_gate_in_validate(overflowing_body, tmp_path, capsys):
     output = tmp_path / "v.json"
     status = validate.main(["--package", str(overflowing_body), "--backend", "mil", "--repeats", "2",
@@ -94,6 +57,7 @@ def test_non_finite_outputs_fail_the_finite_gate_in_validate(overflowing_body, t
     assert "finite gate" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sweep_records_failing_and_refused_candidates_and_finishes(overflowing_body, tmp_path, capsys):
     output = tmp_path / "sweep"
     status = run_main(sweep.main, ["--package", str(overflowing_body), "--bits", "8", "--modes", "uniform",
@@ -109,14 +73,14 @@ def test_sweep_records_failing_and_refused_candidates_and_finishes(overflowing_b
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: a manifest cannot send the harness to another package.
+# A manifest cannot send the harness to another package.
 # ------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def other_package(tiny_packages, tmp_path_factory):
     """A modified package elsewhere on disk, sealed by its own manifest."""
     source, _ = tiny_packages.get("body", 96)
     package = copy_package(source, tmp_path_factory.mktemp("other") / "body")
-    scale_largest_weight(package, factor=-3.0)
+    edit_largest_weight(package, lambda values: -3.0 * values)
     reseal(package)
     return package
 
@@ -137,6 +101,7 @@ def redirected(tiny_packages, other_package, target: Path, how: str) -> Path:
     return victim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
 def test_a_manifest_pointing_outside_its_directory_is_refused(tiny_packages, other_package, tmp_path, capsys, how):
     victim = redirected(tiny_packages, other_package, tmp_path / "victim", how)
@@ -150,8 +115,9 @@ def test_a_manifest_pointing_outside_its_directory_is_refused(tiny_packages, oth
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: the bytes that run are the bytes that were verified.
+# The bytes that run are the bytes that were verified.
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_weights_swapped_after_verification_do_not_run(tiny, tiny_packages, other_package, tmp_path, monkeypatch):
     source, _ = tiny_packages.get("body", 96)
     package = copy_package(source, tmp_path / "body")
@@ -166,8 +132,8 @@ def test_weights_swapped_after_verification_do_not_run(tiny, tiny_packages, othe
     def hash_then_swap(path):  # the attacker's best moment: right when the harness is verifying
         digest = real_hash(path)
         tmp = package / "model.mlpackage" / ".swap"
-        shutil.copyfile(weight_file(other_package / "model.mlpackage"), tmp)
-        os.replace(tmp, weight_file(package / "model.mlpackage"))
+        shutil.copyfile(weight_bin(other_package / "model.mlpackage"), tmp)
+        os.replace(tmp, weight_bin(package / "model.mlpackage"))
         swaps.append(path)
         return digest
 
@@ -178,8 +144,9 @@ def test_weights_swapped_after_verification_do_not_run(tiny, tiny_packages, othe
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: FP16 overflow is an error, not a pass.
+# FP16 overflow is an error, not a pass.
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_weight_above_fp16_range_fails_the_probe_and_encode_refuses_nan(random_checkpoint, tmp_path, capsys):
     directory = random_checkpoint()
     tensors = load_file(str(directory / "model.safetensors"))
@@ -201,8 +168,9 @@ def test_a_weight_above_fp16_range_fails_the_probe_and_encode_refuses_nan(random
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: outputs inside inputs.
+# Outputs inside inputs.
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_outputs_inside_an_input_are_refused_and_the_input_is_untouched(tiny_packages, tmp_path, capsys):
     body = copy_package(tiny_packages.get("body", 96)[0], tmp_path / "body")
     encoder = copy_package(tiny_packages.get("encoder", 96)[0], tmp_path / "encoder")
@@ -220,8 +188,9 @@ def test_outputs_inside_an_input_are_refused_and_the_input_is_untouched(tiny_pac
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: records that lie.
+# Records that lie.
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_palettization_that_changes_nothing_is_refused(tiny_packages, tmp_path, capsys):
     body = tiny_packages.get("body", 96)[0]
     refused(palettize_main, ["--package", str(body), "--bits", "8", "--mode", "uniform", "--group-size", "16384",
@@ -236,7 +205,7 @@ def test_an_infinite_lora_alpha_is_refused(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: adapters.
+# Adapters.
 # ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.int8, torch.float64, torch.int32])
 def test_adapters_of_other_dtypes_are_refused(tiny, tmp_path, dtype):
@@ -259,7 +228,7 @@ def test_adapters_with_a_non_finite_or_non_positive_alpha_are_refused(tiny, tmp_
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: late failures.
+# Late failures.
 # ------------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def unwritable_directory(tmp_path):
@@ -312,8 +281,9 @@ def test_an_entry_created_during_the_work_is_never_replaced(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Item 4: functional.
+# Functional.
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_encode_runs_an_encoder_lora_package_with_and_without_an_adapter(tiny, tmp_path):
     package = tmp_path / "lora-encoder"
     assert probe.main(["--kind", "encoder", "--length", "96", "--lora-rank", "2", "--output", str(package),
@@ -336,6 +306,7 @@ def test_encode_runs_an_encoder_lora_package_with_and_without_an_adapter(tiny, t
     assert np.abs(adapted - expected).max() < fp16_level < np.abs(adapted - reference).max()
 
 
+@pytest.mark.slow
 def test_sweep_refuses_negative_repeats(tiny_packages, tmp_path, capsys):
     refused(sweep.main, ["--package", str(tiny_packages.get("body", 96)[0]), "--repeats", "-1",
                          "--output", str(tmp_path / "s")], capsys, "--repeats")

@@ -243,6 +243,7 @@ def small_package():
     return model
 
 
+@pytest.mark.slow
 def test_package_matches_coremltools_format(small_package):
     from coremltools.converters.mil.mil import types
 

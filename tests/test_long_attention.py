@@ -85,6 +85,7 @@ def test_measured_mil_ratio_is_the_median_of_the_pairs(evidence):
     assert evidence["measured_mil_ratio"] == pytest.approx(float(np.median(windowed / dense)))
 
 
+@pytest.mark.slow
 def test_vs_pairs_two_attention_layouts(tiny_packages, tmp_path):
     """Each body of the pair gets the masks of its own layout: with the first package's masks the windowed body
     would lack its window_mask input."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,9 @@ import pytest
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
+from conversion_support import convert_tiny_body, save_program  # noqa: E402
+from fp16_support import TINY16, U16, f16, ulp16  # noqa: E402
+from package_edits import weight_bin, weight_blobs  # noqa: E402
 
 from experiments.ane_engineering.run.mil import kernels  # noqa: E402
 from experiments.ane_engineering.run.mil.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
@@ -35,8 +37,6 @@ from experiments.ane_engineering.run.mil.ops.contraction import einsum_as_matmul
 from experiments.ane_engineering.run.mil.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
 
 TARGET = ct.target.macOS15
-U16 = 2.0 ** -11  # fp16 unit roundoff
-TINY16 = 2.0 ** -24  # smallest fp16 subnormal
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -44,12 +44,6 @@ TINY16 = 2.0 ** -24  # smallest fp16 subnormal
 def swap_handler(monkeypatch, op_type: str, handler) -> None:
     """Run `op_type` through `handler` for one test (its registration otherwise unchanged)."""
     monkeypatch.setitem(OPS, op_type, dataclasses.replace(OPS[op_type], handler=handler))
-
-
-def ulp16(v) -> np.ndarray:
-    """Spacing of fp16 numbers at |v| (2^-24 in the subnormal range)."""
-    a = np.abs(np.asarray(v, dtype=np.float64))
-    return 2.0 ** (np.floor(np.log2(np.maximum(a, 2.0 ** -14))) - 10)
 
 
 def violation(out, ref, extra=0.0) -> float:
@@ -71,15 +65,7 @@ def dot_extra(k: int, abs_terms: np.ndarray) -> np.ndarray:
 
 
 def to_package(prog, tmp_path: Path, name: str) -> Path:
-    model = ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
-                       minimum_deployment_target=TARGET, skip_model_load=True)
-    path = tmp_path / f"{name}.mlpackage"
-    model.save(str(path))
-    return path
-
-
-def f16(a) -> np.ndarray:
-    return np.asarray(a, dtype=np.float16)
+    return save_program(prog, tmp_path / f"{name}.mlpackage", TARGET)
 
 
 def erf64(x):
@@ -226,6 +212,7 @@ def elementwise_refs():
     }
 
 
+@pytest.mark.slow
 def test_elementwise_ops_match_float64_reference(elementwise_pkg):
     ex = MILExecutor(elementwise_pkg)
     out = ex.run({"x": X, "y": Y, "p": P})
@@ -240,6 +227,7 @@ def test_elementwise_ops_match_float64_reference(elementwise_pkg):
         assert t in present, t
 
 
+@pytest.mark.slow
 def test_gelu_tanh_approximation_in_place_of_exact_is_caught(elementwise_pkg, monkeypatch):
     def wrong_gelu(node, args, num):
         x = num.f(args["x"])
@@ -288,6 +276,7 @@ def norm_refs():
     }
 
 
+@pytest.mark.slow
 def test_norm_softmax_reduction_ops_match_float64_reference(norm_pkg):
     ex = MILExecutor(norm_pkg)
     out = ex.run({"x": NX, "s": NS})
@@ -296,6 +285,7 @@ def test_norm_softmax_reduction_ops_match_float64_reference(norm_pkg):
     assert {"layer_norm", "softmax", "reduce_mean", "reduce_sum"} <= set(ex.op_type_counts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["softmax_axis", "layer_norm_epsilon"])
 def test_broken_norm_semantics_are_caught(norm_pkg, monkeypatch, broken):
     if broken == "softmax_axis":
@@ -353,6 +343,7 @@ def layout_pkg(tmp_path_factory):
     return to_package(prog, tmp_path_factory.mktemp("layout"), "layout")
 
 
+@pytest.mark.slow
 def test_layout_ops_are_exact(layout_pkg):
     ex = MILExecutor(layout_pkg)
     out = ex.run({"x": LX})
@@ -420,6 +411,7 @@ def dot_feeds():
     return {"x": CX, "mx": MX, "my": MY, "hq": HQ, "hk": HK, "hp": HP, "sq": SQ, "sk": SK, "sv": SV, "sm": SM}
 
 
+@pytest.mark.slow
 def test_dot_product_ops_match_float64_reference(dot_pkg):
     ex = MILExecutor(dot_pkg)
     out = ex.run(dot_feeds())
@@ -451,7 +443,8 @@ def test_dot_product_ops_match_float64_reference(dot_pkg):
 
 
 def test_einsum_in_other_orders_matches_numpy():
-    """The per-head equations in the operand order the brief writes them, and a few permutations."""
+    """The per-head attention equations in the operand order of ANE_MATH.md ("Per-head einsum attention"), and a few
+    permutations."""
     num = Numerics()
     rng = np.random.default_rng(1)
     q = rng.standard_normal((1, 16, 1, 12)).astype(np.float32)  # b c h q
@@ -470,6 +463,7 @@ def test_einsum_in_other_orders_matches_numpy():
 
 # ----------------------------------------------------------------------------------------------- fp16-strict
 
+@pytest.mark.slow
 def test_fp16_strict_accumulates_in_fp16(tmp_path):
     """4096 products of 1 * 1: float32 accumulation gives 4096, a sequential fp16 accumulator stalls at 2048."""
     w = np.ones((1, 4096, 1, 1), np.float16)
@@ -487,6 +481,7 @@ def test_fp16_strict_accumulates_in_fp16(tmp_path):
     assert "sequential fp16" in strict.describe()["accumulation"]
 
 
+@pytest.mark.slow
 def test_fp16_strict_stays_close_on_small_ops(norm_pkg, dot_pkg):
     """Strict mode rounds every step: it differs from the exact value by a few fp16 steps per accumulated term."""
     out = MILExecutor(norm_pkg, mode=FP16_STRICT).run({"x": NX, "s": NS})
@@ -582,21 +577,7 @@ def conv_model():
                       minimum_deployment_target=TARGET, skip_model_load=True)
 
 
-def _blobs(weight_bin: Path) -> list[tuple[int, int, int, int]]:
-    """(metadata position, dtype code, size in bytes, data offset) of every blob: 64-byte headers, 0xDEADBEEF."""
-    data = weight_bin.read_bytes()
-    out = []
-    for pos in range(64, len(data) - 24, 64):
-        sentinel, dtype, size, offset = struct.unpack_from("<IIQQ", data, pos)
-        if sentinel == 0xDEADBEEF and offset + size <= len(data):
-            out.append((pos, dtype, size, offset))
-    return out
-
-
-def _weight_bin(package: Path) -> Path:
-    return package / "Data" / "com.apple.CoreML" / "weights" / "weight.bin"
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("nbits,mode", [(8, "kmeans"), (4, "uniform")])
 def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbits, mode):
     from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
@@ -630,8 +611,8 @@ def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbi
         decompressed[mine.shape] = mine.astype(np.float64)
         if nbits == 4 and indices.shape == PW.shape:
             # the raw blob: 4-bit indices packed little-endian, two per byte
-            raw = _weight_bin(path).read_bytes()
-            blob = [b for b in _blobs(_weight_bin(path)) if b[2] == indices.size // 2]
+            raw = weight_bin(path).read_bytes()
+            blob = [b for b in weight_blobs(weight_bin(path)) if b[2] == indices.size // 2]
             assert len(blob) == 1
             packed = np.frombuffer(raw, np.uint8, count=blob[0][2], offset=blob[0][3])
             bits = np.unpackbits(packed, bitorder="little").reshape(-1, 4)
@@ -649,6 +630,7 @@ def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbi
 
 # ----------------------------------------------------------------------------------------------- weight.bin integrity
 
+@pytest.mark.slow
 def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
     path = tmp_path / "clean.mlpackage"
     conv_model.save(str(path))
@@ -656,13 +638,13 @@ def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
     clean = clean_ex.run({"x": PX})[clean_ex.output_names[0]]
     bad = tmp_path / "flipped.mlpackage"
     shutil.copytree(path, bad)
-    blobs = [b for b in _blobs(_weight_bin(bad)) if b[2] == PW.size * 2]  # the fp16 64x96 weight
+    blobs = [b for b in weight_blobs(weight_bin(bad)) if b[2] == PW.size * 2]  # the fp16 64x96 weight
     assert len(blobs) == 1
     _, _, size, offset = blobs[0]
-    raw = bytearray(_weight_bin(bad).read_bytes())
+    raw = bytearray(weight_bin(bad).read_bytes())
     element = 1234
     raw[offset + 2 * element + 1] ^= 0x40  # high byte of one fp16: an exponent bit
-    _weight_bin(bad).write_bytes(bytes(raw))
+    weight_bin(bad).write_bytes(bytes(raw))
     bad_ex = MILExecutor(bad)
     flipped = bad_ex.run({"x": PX})[bad_ex.output_names[0]]
     assert not np.array_equal(clean, flipped)
@@ -673,6 +655,7 @@ def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- load-time refusal, inputs, memory
 
+@pytest.mark.slow
 def test_unsupported_op_fails_at_load_naming_type_and_op(norm_pkg, monkeypatch):
     monkeypatch.delitem(OPS, "softmax")
     with pytest.raises(UnsupportedOpError) as err:
@@ -681,6 +664,7 @@ def test_unsupported_op_fails_at_load_naming_type_and_op(norm_pkg, monkeypatch):
     assert "unsupported MIL op 'softmax'" in msg and "o_softmax1" in msg and "op #" in msg and "function main" in msg
 
 
+@pytest.mark.slow
 def test_inputs_are_checked(norm_pkg):
     ex = MILExecutor(norm_pkg)
     with pytest.raises(InputError, match="missing"):
@@ -693,6 +677,7 @@ def test_inputs_are_checked(norm_pkg):
     assert all(v.dtype == np.float32 for v in out32.values())
 
 
+@pytest.mark.slow
 def test_handler_failure_names_the_op(norm_pkg, monkeypatch):
     def boom(node, args, num):
         raise ValueError("bad")
@@ -703,6 +688,7 @@ def test_handler_failure_names_the_op(norm_pkg, monkeypatch):
         ex.run({"x": NX, "s": NS})
 
 
+@pytest.mark.slow
 def test_intermediates_are_released(dot_pkg, elementwise_pkg):
     for path, feeds in ((dot_pkg, dot_feeds()), (elementwise_pkg, {"x": X, "y": Y, "p": P})):
         ex = MILExecutor(path)
@@ -722,22 +708,11 @@ DEPTH_SAFETY = 4
 
 @pytest.fixture(scope="module")
 def tiny_body(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    from experiments.ane_engineering.model.bc1s.models import BC1SBody
+    pytest.importorskip("torch")
     from experiments.ane_engineering.checkpoint import load_checkpoint
 
     ck = load_checkpoint("builtin:tiny")
-    L = BODY_L
-    body = BC1SBody(ck.config, ck.tensors, L).eval()
-    C = ck.config.encoder.hidden_size
-    shapes = {"embeddings": (1, C, 1, L), "global_mask": (1, L, 1, L), "type_vectors": (1, C, 1, L),
-              "marker_selector": (1, L, 1, 32), "local_mask": (1, L, 1, L)}
-    names = body.input_names()
-    ex = tuple(torch.zeros(shapes[n]) for n in names)
-    traced = torch.jit.trace(body, ex)
-    model = ct.convert(traced, inputs=[ct.TensorType(name=n, shape=shapes[n], dtype=np.float16) for n in names],
-                       outputs=[ct.TensorType(name="option_logits", dtype=np.float16)], convert_to="mlprogram",
-                       compute_precision=ct.precision.FLOAT16, minimum_deployment_target=TARGET, skip_model_load=True)
+    body, model = convert_tiny_body(ck, BODY_L, TARGET)
     path = tmp_path_factory.mktemp("body") / "body.mlpackage"
     model.save(str(path))
     return ck, body, path
@@ -765,14 +740,8 @@ def _body_cases(ck, body, n):
 
 def body_tolerance(ck, refs) -> float:
     """u16 * max|logit| * depth * safety: one fp16 rounding (u16 = 2^-11) of the largest reference logit, grown
-    by each of the encoder + head layers it passed through (depth 6 + 2 = 8 for builtin:tiny), times 4.
-
-    Measured (fp32-accumulate, builtin:tiny, L96, all 59 fixture questions that fit): worst |logit error| 0.036,
-    median 0.015, max |logit| 7.68, so u16 * M * depth = 0.030 and the tolerance is 0.12 (3.3x the worst case).
-    fp16-strict on 10 questions: worst 0.078 (its test allows 2x the tolerance). A softmax over the wrong axis
-    gives errors of order 1 and fails (test below). For reference, torch's own CPU half precision forward of the
-    same body differs from FP32 by the same order (0.11 on the earlier tiny checkpoint, where the executor gave
-    0.088)."""
+    by each of the encoder + head layers it passed through (depth 6 + 2 = 8 for builtin:tiny), times 4. The
+    fp16-strict test allows twice this; a softmax over the wrong axis fails it (test below)."""
     depth = ck.config.encoder.num_hidden_layers + ck.config.head.num_layers
     magnitude = max(float(np.max(np.abs(r))) for r in refs)
     return U16 * magnitude * depth * DEPTH_SAFETY
@@ -788,6 +757,7 @@ def _body_errors(path, cases, **kw):
     return ex, errors
 
 
+@pytest.mark.slow
 def test_tiny_body_matches_fp32_torch(tiny_body):
     ck, body, path = tiny_body
     cases = _body_cases(ck, body, BODY_QUESTIONS)
@@ -801,6 +771,7 @@ def test_tiny_body_matches_fp32_torch(tiny_body):
     assert counts["conv"] > 0 and counts["einsum"] > 0 and counts["layer_norm"] > 0
 
 
+@pytest.mark.slow
 def test_tiny_body_with_broken_softmax_axis_fails(tiny_body, monkeypatch):
     ck, body, path = tiny_body
     cases = _body_cases(ck, body, 3)
@@ -817,6 +788,7 @@ def test_tiny_body_with_broken_softmax_axis_fails(tiny_body, monkeypatch):
     assert max(errors) > tol, (errors, tol)
 
 
+@pytest.mark.slow
 def test_tiny_body_fp16_strict_runs_and_stays_near(tiny_body):
     ck, body, path = tiny_body
     cases = _body_cases(ck, body, 1)
@@ -841,6 +813,7 @@ def tiny_baseline(tmp_path_factory):
     return ck, spec, path
 
 
+@pytest.mark.slow
 def test_baseline_export_with_enumerated_lengths_runs(tiny_baseline):
     """B x L x C export: embedding gather, linear, reshape/split/squeeze, RoPE from range_1d/sin/cos, bool-masked
     SDPA, gather read-out, and enumerated input lengths (96 and 192 here)."""

@@ -10,11 +10,14 @@ import sys
 import time
 
 import pytest
+from command_support import command_env, refused_process, run_command
 
 from experiments.ane_engineering import probe
 from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS
 from experiments.ane_engineering.package.manifest import read_manifest
 from experiments.ane_engineering.package.package_hash import package_content_hash
+
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 
 BC1S_KINDS = ("mlp", "layer", "encoder", "body")
 
@@ -70,10 +73,8 @@ def test_probe_refuses_an_existing_output_directory(tmp_path):
     existing = tmp_path / "out"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", "mlp",
-                             "--output", str(existing)], capture_output=True, text=True)
-    assert result.returncode == 2
-    assert "already exists" in result.stderr
+    result = run_command("probe", "--kind", "mlp", "--output", str(existing))
+    refused_process(result, "already exists")
     assert sorted(p.name for p in existing.iterdir()) == ["keep.txt"]
 
 
@@ -108,7 +109,7 @@ def test_an_export_killed_part_way_leaves_no_output_directory(tmp_path, sig):
     # The baseline at L1024 is the slowest export (default pass pipeline, full-length trace): time to interrupt it.
     process = subprocess.Popen([sys.executable, "-m", "experiments.ane_engineering.probe", "--kind", "baseline",
                                 "--length", "1024", "--output", str(output)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=command_env())
     deadline = time.time() + 120
     # Wait until the export is under way (its staging directory exists), then kill it.
     while not any(p.name.startswith(".killed.") for p in tmp_path.iterdir()):
@@ -125,8 +126,7 @@ def test_an_export_killed_part_way_leaves_no_output_directory(tmp_path, sig):
 
 
 def test_probe_help_explains_kinds():
-    result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.probe", "--help"],
-                            capture_output=True, text=True)
+    result = run_command("probe", "--help")
     assert result.returncode == 0
     for word in ("mlp", "layer", "encoder", "body", "baseline", "--require-ane", "--length"):
         assert word in result.stdout

@@ -5,8 +5,9 @@ and is timed by the reproduce command's own evidence (reproduce.json)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+import pytest
+from command_support import run_command
 
 from experiments.ane_engineering import reproduce
 from experiments.ane_engineering.core.cli import run_main
@@ -33,9 +34,9 @@ def test_a_failing_stage_stops_the_chain_and_says_why(tmp_path, monkeypatch, cap
     assert "conversion exploded" in log["stages"][-1]["error"]
 
 
+@pytest.mark.slow
 def test_help_lists_the_stages():
-    result = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.reproduce", "--help"],
-                            capture_output=True, text=True)
+    result = run_command("reproduce", "--help")
     assert result.returncode == 0
     for word in ("probe", "golden", "validate", "sweep", "benchmark", "ANE_BENCHMARKS.md", "--source"):
         assert word in result.stdout

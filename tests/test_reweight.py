@@ -22,6 +22,8 @@ from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.package.reweight import (
     ReweightError, blob_layout, program_file, verify_identity, weight_file)
 
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
+
 
 def fine_tuned(tiny, directory, scale=0.01, seed=1, edit=None):
     """builtin:tiny's architecture with perturbed weights: what a fine-tuning step produces."""

@@ -12,6 +12,8 @@ from experiments.ane_engineering.core.buckets import MARKER_SLOTS, MASK_BIAS
 from experiments.ane_engineering.package.inputs.questions import Question, QuestionError
 from experiments.ane_engineering.run.agent import ANEAgent, RequestError, check_device_inputs
 
+pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
+
 LENGTH = 96
 SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
 from experiments.ane_engineering.package.slice_merge import merge_slices
-from tests.executor_ops_support import build_program, run_program
+from executor_ops_support import build_program, run_program
 
 SHAPE = (1, 6, 5, 12)
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import struct
 
 import numpy as np
 import pytest
+from package_edits import copy_package, edit_largest_weight, reseal, weight_bin
 from package_fixtures import VALIDATION_REPEATS
 
 from experiments.ane_engineering.core import gates, tolerances
 from experiments.ane_engineering import validate
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
-from experiments.ane_engineering.package.package_hash import package_content_hash
 from experiments.ane_engineering.package.inputs.questions import load_questions
 from experiments.ane_engineering.validation.golden import (COMMITTED_TINY_GOLDEN, GoldenError, load_golden, make_golden,
                                                            reference_decisions)
@@ -25,6 +23,7 @@ TWENTY_OPTIONS = "en-choice-03"  # 147 tokens, 20 options
 REPEATS = VALIDATION_REPEATS  # validation_report (package_fixtures.py) validates with this many repeats
 
 
+@pytest.mark.slow
 def test_every_bucket_validates_through_mil_and_long_questions_are_skipped(validation_report):
     status, report = validation_report
     assert status == 0 and report["passed"], report["reasons"]
@@ -45,6 +44,7 @@ def test_every_bucket_validates_through_mil_and_long_questions_are_skipped(valid
     assert report["backend"]["backend"] == "mil" and "platform" in report["backend"]
 
 
+@pytest.mark.slow
 def test_fp16_errors_are_real_but_small(validation_report):
     """The package is FP16: errors against the FP32 golden are non-zero (no self-comparison) yet inside the gate."""
     _, report = validation_report
@@ -53,37 +53,17 @@ def test_fp16_errors_are_real_but_small(validation_report):
     assert 0 < bucket["max_calibrated_error"] < gates.PROBABILITY_ERROR_MAX / 2
 
 
-def _blobs(weight_file):
-    """(data offset, byte size) of every blob in a weight.bin (64-byte headers with the 0xDEADBEEF sentinel)."""
-    data = weight_file.read_bytes()
-    found, offset = [], 64  # the file starts with a 64-byte storage header
-    while offset + 64 <= len(data):
-        sentinel, _dtype, size, data_offset = struct.unpack_from("<IIQQ", data, offset)
-        assert sentinel == 0xDEADBEEF
-        found.append((data_offset, size))
-        offset = data_offset + size
-        offset += -offset % 64
-    return found
-
-
-def _copy_package(source, target):
-    shutil.copytree(source, target)
-    return next((target / "model.mlpackage").rglob("weight.bin"))
-
-
+@pytest.mark.slow
 def test_a_perturbed_conv_weight_fails_validation_and_says_which_gate(tiny_packages, tmp_path, capsys):
     source, _ = tiny_packages.get("body", 96)
-    weights = _copy_package(source, tmp_path / "bad")
-    offset, size = max(_blobs(weights), key=lambda blob: blob[1])  # the largest blob: a conv weight
-    data = bytearray(weights.read_bytes())
-    values = np.frombuffer(bytes(data[offset:offset + size]), dtype=np.float16).copy()
-    values[: values.size // 4] *= -3  # a real defect in one conv weight
-    data[offset:offset + size] = values.tobytes()
-    weights.write_bytes(bytes(data))
-    # Re-seal as an honest export of the defective weights would be: the gates, not the hashes, must catch it.
-    manifest = read_manifest(tmp_path / "bad")
-    manifest["package"]["content_hash"] = package_content_hash(tmp_path / "bad" / "model.mlpackage")
-    write_manifest(tmp_path / "bad", manifest)
+    bad = copy_package(source, tmp_path / "bad")
+
+    def defect(values):  # a real defect in one conv weight: a quarter of it negated and tripled
+        values[: values.size // 4] *= -3
+        return values
+
+    edit_largest_weight(bad, defect)
+    reseal(bad)  # as an honest export of the defective weights would be: the gates, not the hashes, must catch it
     output = tmp_path / "bad.json"
     status = validate.main(["--package", str(tmp_path / "bad"), "--backend", "mil", "--repeats", "2",
                             "--output", str(output)])
@@ -93,9 +73,10 @@ def test_a_perturbed_conv_weight_fails_validation_and_says_which_gate(tiny_packa
     assert report["summary"]["96"]["failed_questions"]
 
 
+@pytest.mark.slow
 def test_tampered_package_bytes_are_refused(tiny_packages, tmp_path, capsys):
     source, _ = tiny_packages.get("body", 96)
-    weights = _copy_package(source, tmp_path / "tampered")
+    weights = weight_bin(copy_package(source, tmp_path / "tampered") / "model.mlpackage")
     data = bytearray(weights.read_bytes())
     data[-3] ^= 0x40
     weights.write_bytes(bytes(data))
@@ -105,10 +86,11 @@ def test_tampered_package_bytes_are_refused(tiny_packages, tmp_path, capsys):
     assert "content hash" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", ["length", "weights_sha256"])
 def test_tampered_manifest_is_refused(tiny_packages, tmp_path, capsys, edit):
     source, _ = tiny_packages.get("body", 96)
-    shutil.copytree(source, tmp_path / "m")
+    copy_package(source, tmp_path / "m")
     path = tmp_path / "m" / "manifest.json"
     manifest = json.loads(path.read_text())
     if edit == "length":
@@ -122,10 +104,11 @@ def test_tampered_manifest_is_refused(tiny_packages, tmp_path, capsys, edit):
     assert "manifest_sha256" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_package_from_other_dimensions_is_refused(tiny_packages, tmp_path, capsys):
     """A manifest that is intact but describes other model dimensions than the source is refused."""
     source, _ = tiny_packages.get("body", 96)
-    shutil.copytree(source, tmp_path / "d")
+    copy_package(source, tmp_path / "d")
     manifest = read_manifest(tmp_path / "d")
     manifest["model_config"]["encoder"]["hidden_size"] = 256
     write_manifest(tmp_path / "d", manifest)
