@@ -56,7 +56,7 @@ def worker(args) -> int:
     import numpy as np
 
     from experiments.ane_engineering.run.mil import executor as executor_module
-    from experiments.ane_engineering.package.program import load_program
+    from experiments.ane_engineering.package.mil.load import load_program
     from experiments.ane_engineering.validate import main as validate_main
 
     # validate runs private copies of the packages: calls are keyed by the package's input shapes (one per bucket)

@@ -22,7 +22,8 @@ from experiments.ane_engineering.package.inputs.questions import load_questions
 from experiments.ane_engineering.package import verified_copy as verified_copy_module
 from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
 from experiments.ane_engineering.package.package_hash import package_content_hash
-from experiments.ane_engineering.package.reweight import blob_layout, weight_file
+from experiments.ane_engineering.package.mil.blobs import read_blob_table
+from experiments.ane_engineering.package.reweight import weight_file
 from experiments.ane_engineering.core.staging import OutputExistsError, staged_directory
 from experiments.ane_engineering.palettize import main as palettize_main
 from experiments.ane_engineering.run.agent import ANEAgent
@@ -54,7 +55,8 @@ def reseal(package_dir: Path) -> None:
 def scale_largest_weight(package_dir: Path, value: float | None = None, factor: float | None = None) -> None:
     """Overwrite (or scale) the largest FP16 weight blob, a conv weight, in place."""
     path = weight_file(package_dir / "model.mlpackage")
-    _, _, size, offset = max(blob_layout(path), key=lambda blob: blob[2])
+    largest = max(read_blob_table(path).values(), key=lambda blob: blob.size)
+    size, offset = largest.size, largest.data_offset
     data = bytearray(path.read_bytes())
     values = np.frombuffer(bytes(data[offset:offset + size]), dtype=np.float16).copy()
     values[:] = value if value is not None else values * factor

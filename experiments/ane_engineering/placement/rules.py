@@ -31,6 +31,8 @@ import numpy as np
 
 from ..core import reference_run
 from ..core.limits import MAX_DIMENSION
+from ..package.mil.tensors import is_const_like
+from ..package.mil.walk import walk_operations
 
 SEVERITIES = ("error", "warning")
 ORION_STATUSES = ("enforced", "warned", "not applicable")
@@ -129,11 +131,6 @@ LARGE_TRANSPOSE_BYTES = 4 * 1024 * 1024
 FP16_MAX = 65504.0
 
 
-def is_const_like(op_type: str) -> bool:
-    """const and constexpr_* ops are constants: Core ML does not place them on a compute device."""
-    return op_type == "const" or op_type.startswith("constexpr_")
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Catalogue data types.
 # ----------------------------------------------------------------------------------------------------------------
@@ -192,16 +189,6 @@ class Rule:
 # ----------------------------------------------------------------------------------------------------------------
 # What the checks see.
 # ----------------------------------------------------------------------------------------------------------------
-def iter_operations(block) -> Iterator[Any]:
-    """Every op of a PyMIL program (its main function) or block in program order, descending into nested blocks
-    (cond, while_loop). The one walker every module that reads MIL programs uses."""
-    operations = block.functions["main"].operations if hasattr(block, "functions") else block.operations
-    for op in operations:
-        yield op
-        for inner in getattr(op, "blocks", None) or ():
-            yield from iter_operations(inner)
-
-
 def _types():
     from coremltools.converters.mil.mil import types
 
@@ -261,7 +248,7 @@ class CheckContext:
         self.spec = spec
         functions = program.functions
         self.function = functions[function] if function in functions else next(iter(functions.values()))
-        self.operations = list(iter_operations(self.function))
+        self.operations = list(walk_operations(self.function))
         self.inputs = dict(self.function.inputs)
         self.outputs = list(self.function.outputs)
         self._input_ids = {id(v) for v in self.inputs.values()}

@@ -1,6 +1,6 @@
 """MILExecutor: run a saved ML program (.mlpackage) on the CPU with numpy, the way Core ML's FP16 path stores it.
 
-What it reads: only the package. The program is loaded back with PyMIL (program.py); weights are the const values
+What it reads: only the package. The program is loaded back with PyMIL (package/mil/load.py, every check first); weights are the const values
 read from the package's weight.bin (fp16 as stored; palettized / quantized weights are decompressed from the stored
 indices and tables by the constexpr handlers). No torch model, no checkpoint, no fallback to torch.
 
@@ -56,13 +56,9 @@ import numpy as np
 from ...core.errors import HarnessError
 from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
 from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
-from ...package.program import (
-    LoadedProgram,
-    load_program,
-    static_shape,
-    var_dtype,
-    walk_operations,
-)
+from ...package.mil.load import LoadedProgram, load_program
+from ...package.mil.tensors import static_shape, var_dtype
+from ...package.mil.walk import walk_operations
 from .registry import CONSTEXPR_PREFIX, OPS, OPSETS, OpDef, OpNode, UnsupportedOpError
 
 

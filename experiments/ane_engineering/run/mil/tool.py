@@ -37,7 +37,8 @@ def package_path(path: Path) -> Path:
 def describe_package(path: Path, function_name: str | None = None) -> dict:
     """Inputs, outputs (shapes, types), opset, op counts and the ops this executor cannot run; builds nothing."""
     from .executor import unsupported_ops
-    from ...package.program import load_program, walk_operations
+    from ...package.mil.load import load_program
+    from ...package.mil.walk import walk_operations
 
     loaded = load_program(package_path(path), function_name)
     problems = unsupported_ops(loaded.operations(), loaded.opset)

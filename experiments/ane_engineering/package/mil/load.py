@@ -1,19 +1,21 @@
-"""Load a saved .mlpackage back into a PyMIL Program, with no torch model and no checkpoint.
+"""Load a saved .mlpackage back into a PyMIL Program, with no torch model, no checkpoint and no Core ML.
 
-    model = ct.models.MLModel(path, skip_model_load=True)        # reads the spec, never compiles or runs
-    spec = model.get_spec()
-    program = milproto.load.load(spec, spec.specificationVersion, model.weights_dir)
+    files = open_package(path)                  # container.py: no links or special files, manifest items inside
+    spec = read_spec(files)                     # spec_check.py: model.mlmodel, bounded, parsed
+    check_spec(spec, ...)                       # op types, variables, opsets, blobs, the model description
+    program = milproto.load(spec, version, weights_dir)   # PyMIL's own loader, on what passed
 
-The loader rebuilds every op through PyMIL's builder, so each op carries all of its inputs, optional ones included
-(defaults are materialised as const inputs), and every const holds the value read from the package's weight.bin
-(fp16 weights are the stored fp16 values; palettized indices are unpacked to uint8 by PyMIL). Nothing here is
-re-derived from torch weights.
+Every refusal is one ProgramLoadError naming the package and what is wrong; whatever PyMIL still raises on a
+program the checks let through is turned into one, too. The loader rebuilds every op through PyMIL's builder, so
+each op carries all of its inputs, optional ones included (defaults are materialised as const inputs), and every
+const holds the value read from the package's weight.bin (fp16 weights are the stored fp16 values; palettized
+indices are unpacked to uint8 by PyMIL). Nothing here is re-derived from torch weights.
 
-`LoadedProgram` exposes the function's input and output names, shapes and numpy dtypes. Our BC1S exports have
-fixed shapes; an input with enumerated shapes (the original-layout baseline export) keeps None for its flexible
-dims and lists the shapes it accepts; an input with a shape range (ct.RangeDim) keeps None for its flexible dims
-and the [lower, upper] bound of every dim, read from the model description. A multifunction package runs one
-function at a time (`function_name`, default: the package's default function).
+`LoadedProgram` exposes the function's input and output names, shapes and numpy dtypes, and the model spec. Our BC1S
+exports have fixed shapes; an input with enumerated shapes (the original-layout baseline export) keeps None for its
+flexible dims and lists the shapes it accepts; an input with a shape range (ct.RangeDim) keeps None for its
+flexible dims and the [lower, upper] bound of every dim, read from the model description. A multifunction package
+runs one function at a time (`function_name`, default: the package's default function).
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import HarnessError
-
-
-class ProgramLoadError(HarnessError):
-    """A package that cannot be read back as an ML program."""
+from .container import PackageFiles, open_package
+from .errors import ProgramLoadError
+from .spec_check import check_spec, read_spec
+from .tensors import var_dtype, var_type_name
+from .walk import walk_operations
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,14 @@ class TensorInfo:
         if len(shape) != len(self.shape) or any(w is not None and w != d for w, d in zip(self.shape, shape)):
             return False
         return all(lo <= d and (hi is None or d <= hi) for (lo, hi), d in zip(self.ranges, shape))
+
+    def largest(self) -> tuple[int | None, ...]:
+        """The largest shape `accepts` accepts, per dim; None where a dim is unbounded."""
+        if self.enumerated:
+            return tuple(max(e[d] for e in self.enumerated) for d in range(len(self.enumerated[0])))
+        if self.ranges:
+            return tuple(w if w is not None else hi for w, (_, hi) in zip(self.shape, self.ranges))
+        return self.shape
 
     def expected(self) -> str:
         """What `accepts` accepts, for error messages: '(1, 3)', 'one of [(1, 8), (1, 16)]', '(1, 1..128)'."""
@@ -83,6 +94,15 @@ class LoadedProgram:
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     weights_dir: str | None
+    spec: object = None  # the Model protobuf it was loaded from (None for a program built in memory)
+
+    @classmethod
+    def built(cls, program, opset: str, function_name: str = "main", path: str = "<builder program>") -> "LoadedProgram":
+        """A program made with PyMIL's builder in memory (no package), for the executor's own tests."""
+        function = program.functions[function_name]
+        return cls(path=Path(path), program=program, function_name=function_name, specification_version=0,
+                   opset=opset, inputs=[tensor_info(v) for v in function.inputs.values()],
+                   outputs=[tensor_info(v) for v in function.outputs], weights_dir=None)
 
     @property
     def function(self):
@@ -107,82 +127,12 @@ class LoadedProgram:
     def op_type_counts(self) -> dict[str, int]:
         """Ops of each type in the function, ops inside control-flow blocks included."""
         counts: dict[str, int] = {}
-        for op in walk_operations(self.function.operations):
+        for op in walk_operations(self.function):
             counts[op.op_type] = counts.get(op.op_type, 0) + 1
         return dict(sorted(counts.items()))
 
 
-def walk_operations(operations):
-    """Every op in program order, each op's nested blocks (cond, while_loop) right after it."""
-    for op in operations:
-        yield op
-        for block in getattr(op, "blocks", None) or ():
-            yield from walk_operations(block.operations)
-
-
-def mil_dtype_name(builtin) -> str:
-    from coremltools.converters.mil.mil import types
-
-    return types.builtin_to_string(builtin)
-
-
-def numpy_dtype(builtin) -> np.dtype:
-    """Storage dtype for a MIL builtin type. Sub-byte ints (uint4, int4, uint1...) are held unpacked in 8 bits."""
-    from coremltools.converters.mil.mil import types
-
-    name = types.builtin_to_string(builtin)
-    table = {
-        "fp16": np.float16, "fp32": np.float32, "fp64": np.float64,
-        "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-        "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-        "bool": np.bool_,
-    }
-    if name in table:
-        return np.dtype(table[name])
-    if name in ("string", "str") or name.startswith(("dict", "list")):
-        return np.dtype(object)  # string consts (pad_type, mode ...), classifier labels/dicts, class lists
-    if name.startswith("uint"):  # uint1 .. uint6
-        return np.dtype(np.uint8)
-    if name.startswith("int"):  # int4
-        return np.dtype(np.int8)
-    raise ProgramLoadError(f"MIL type {name!r} has no numpy storage dtype here")
-
-
-def var_dtype(var) -> np.dtype:
-    """numpy storage dtype of a var; lists (classify's `classes`) and dicts are Python objects."""
-    from coremltools.converters.mil.mil import types
-
-    if types.is_list(var.sym_type) or types.is_dict(var.sym_type):
-        return np.dtype(object)
-    return numpy_dtype(var.dtype)
-
-
-def var_type_name(var) -> str:
-    from coremltools.converters.mil.mil import types
-
-    if types.is_list(var.sym_type):
-        return "list"
-    return mil_dtype_name(var.dtype) if not types.is_dict(var.sym_type) else "dict"
-
-
-def static_shape(var) -> tuple[int, ...] | None:
-    """The var's shape as ints, or None when any dimension is symbolic."""
-    from coremltools.converters.mil.mil import types
-
-    if types.is_list(var.sym_type) or types.is_dict(var.sym_type):
-        return None  # classify's class list and probability dict have no tensor shape
-    if not types.is_tensor(var.sym_type):
-        return ()  # a scalar
-    shape = []
-    for d in var.shape:
-        if isinstance(d, (int, np.integer)) and d >= 0:
-            shape.append(int(d))
-        else:
-            return None  # symbolic, or -1: coremltools' "known only at run time" (e.g. topk with k = -1)
-    return tuple(shape)
-
-
-def _tensor_info(var, feature=None) -> TensorInfo:
+def tensor_info(var, feature=None) -> TensorInfo:
     """Static dims as ints, symbolic dims as None; an input's enumerated shapes come from its spec feature."""
     from coremltools.converters.mil.mil import types
 
@@ -218,35 +168,47 @@ def _quiet():
             lg.setLevel(level)
 
 
-def load_program(package_path: str | Path, function_name: str | None = None) -> LoadedProgram:
-    """Read an .mlpackage (ML program) from disk into a PyMIL Program; `function_name` None: the default function."""
+def check_package(package_path: str | Path, function_name: str | None = None) -> tuple[PackageFiles, object, str]:
+    """(files, model spec, function name) of a package that passed every check short of building the program: what
+    a backend that does not build it (Core ML) checks before it compiles."""
     path = Path(package_path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise ProgramLoadError(f"no model package at {path}")
-    import coremltools as ct
+    files = open_package(path)
+    spec = read_spec(files)
+    with _quiet():
+        name = check_spec(spec, str(path), files.weights_dir, function_name, files)
+    return files, spec, name
+
+
+def _build(spec, weights_dir: Path | None, specification_version: int, where: str):
+    """PyMIL's loader on a checked spec; anything it still raises becomes one ProgramLoadError line."""
     from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
 
+    try:
+        return milproto_load(spec, specification_version, os.path.abspath(weights_dir) if weights_dir else "")
+    except Exception as problem:  # noqa: BLE001 - whatever the checks did not foresee still ends in one line
+        detail = str(problem).strip().splitlines()[0][:200] if str(problem).strip() else ""
+        raise ProgramLoadError(f"{where}: PyMIL cannot build the program ({type(problem).__name__}"
+                               + (f": {detail}" if detail else "") + ")") from problem
+
+
+def load_program(package_path: str | Path, function_name: str | None = None, *,
+                 specification_version: int | None = None) -> LoadedProgram:
+    """Read an .mlpackage (ML program) from disk into a PyMIL Program; `function_name` None: the default function.
+    `specification_version`: the version PyMIL builds the program at (default: the package's own)."""
+    files, spec, function_name = check_package(package_path, function_name)
+    path = files.root
     with _quiet():
-        try:
-            model = ct.models.MLModel(str(path), skip_model_load=True)
-        except Exception as exc:  # report what the package is, not a traceback from deep inside
-            raise ProgramLoadError(f"cannot read {path} as a Core ML model: {exc}") from exc
-        spec = model.get_spec()
-        if spec.WhichOneof("Type") != "mlProgram":
-            raise ProgramLoadError(f"{path} is a {spec.WhichOneof('Type')!r} model, not an ML program (mlprogram)")
-        program = milproto_load(spec, spec.specificationVersion, model.weights_dir)
+        program = _build(spec, files.weights_dir, int(specification_version or spec.specificationVersion), str(path))
     description = spec.description
-    if function_name is None:
-        function_name = description.defaultFunctionName or "main"
-    if function_name not in program.functions:
-        raise ProgramLoadError(f"{path} has no function {function_name!r} (functions: {sorted(program.functions)})")
-    function = program.functions[function_name]
     for described in description.functions:  # a multifunction package describes each function's inputs apart
         if described.name == function_name:
             description = described
+    function = program.functions[function_name]
     features = {f.name: f for f in description.input}
-    inputs = [_tensor_info(var, features.get(name)) for name, var in function.inputs.items()]
-    outputs = [_tensor_info(var) for var in function.outputs]
+    inputs = [tensor_info(var, features.get(name)) for name, var in function.inputs.items()]
+    outputs = [tensor_info(var) for var in function.outputs]
     return LoadedProgram(
         path=path,
         program=program,
@@ -255,5 +217,12 @@ def load_program(package_path: str | Path, function_name: str | None = None) -> 
         opset=getattr(function.opset_version, "name", str(function.opset_version)),
         inputs=inputs,
         outputs=outputs,
-        weights_dir=model.weights_dir,
+        weights_dir=os.path.abspath(files.weights_dir) if files.weights_dir else None,
+        spec=spec,
     )
+
+
+def program_of_model(mlmodel, specification_version: int | None = None):
+    """The PyMIL program of a coremltools MLModel kept as a package (mlmodel.package_path), through the checks of
+    load_program: a `pymil_load_func` for coremltools' graph-pass helper."""
+    return load_program(mlmodel.package_path, specification_version=specification_version).program
