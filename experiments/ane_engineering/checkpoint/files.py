@@ -14,6 +14,8 @@ import torch
 from safetensors import safe_open
 
 from ..core.json_documents import ANY_OBJECT, open_object, read_json
+from ..core.limits import host_memory_bound
+from ..core.regular_files import open_regular
 from .config import ConfigError
 from .tensors import CheckpointError
 
@@ -32,8 +34,9 @@ INDEX_SCHEMA = open_object({"weight_map": {"type": "object", "minProperties": 1,
 
 
 def sha256_file(path: Path) -> str:
-    """Streamed through one reused buffer (hashlib.file_digest): a GB checkpoint is never held whole."""
-    with open(path, "rb") as handle:
+    """Streamed through one reused buffer (hashlib.file_digest): a GB checkpoint is never held whole. Only a regular
+    file of at most host_memory_bound bytes is hashed (the harness holds every weight it hashes in memory)."""
+    with open_regular(path, host_memory_bound(), "checkpoint file", error=CheckpointError) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
