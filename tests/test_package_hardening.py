@@ -705,3 +705,27 @@ def test_execute_runs_where_numba_can_write_no_cache(body, body_inputs, tmp_path
                             "print(kernels._load_kernels() is not None)"], env=env, cwd=tmp_path, capture_output=True,
                            text=True, timeout=300)
     assert probe.stdout.strip() == "True", probe.stderr[-2000:]  # compiled without the cache, not given up
+
+
+@pytest.mark.slow
+def test_a_constant_folded_at_load_into_a_huge_value_is_refused(tmp_path, capsys):
+    """Guards: PyMIL computes every op of constant inputs while it builds a program; a package can declare a small
+    output and ask for a huge one (here a tile of constants declared (2, 2) whose reps ask for twice the value bound,
+    which numpy would allocate and fill). The load refuses it from the inferred shape, before allocating."""
+    from experiments.ane_engineering.core.limits import value_bound
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1,), dtype=types.fp32)], opset_version=ct.target.iOS17)
+    def program(x):
+        return mb.add(x=x, y=mb.tile(x=np.ones((1, 1), np.float32), reps=np.array([2, 2], np.int32)))
+
+    package = tmp_path / "fold.mlpackage"
+    ct.convert(program, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17,
+               pass_pipeline=ct.PassPipeline.EMPTY, compute_precision=ct.precision.FLOAT32).save(str(package))
+    assert run_main(execute.main, ["--package", str(package), "--describe"]) == 0  # reps [2, 2]: fine
+    side = int((value_bound() // 2) ** 0.5) + 1  # fp32: side * side * 4 bytes = twice the bound
+
+    def huge_reps(spec):
+        reps = next(op for op in main_block(spec).operations if op.outputs[0].name.endswith("reps_0"))
+        reps.attributes["val"].immediateValue.tensor.ints.values[:] = [side, side]
+    edit_spec(package, huge_reps)
+    refused(execute.main, ["--package", str(package), "--describe"], capsys, "tile", "would fold")

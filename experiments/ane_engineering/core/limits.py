@@ -24,8 +24,9 @@ Files the harness reads are opened as regular files and refused above their boun
 - MAX_PROGRAM_BYTES: model.mlmodel is one protobuf message, and "any proto in serialized form must be <2GiB"
   (protobuf.dev, Programming Guides, Proto Limits).
 - weight files (weight.bin) and the arrays given to `execute --inputs`: held whole in host memory, so bounded by
-  physical memory (host_memory_bound); a loop's values by a quarter of it (the body also needs room for its own
-  temporaries: a concat doubling its input holds input and output at once).
+  physical memory (host_memory_bound). A value made while a program loads or runs -- a loop's values between
+  iterations, an op of constant inputs folded at load -- by a quarter of it (value_bound): the op making it also
+  needs room for its inputs and temporaries (a concat doubling its input holds input and output at once).
 - MAX_PACKAGE_ENTRIES, MAX_PACKAGE_DEPTH: an .mlpackage holds Manifest.json, model.mlmodel and a weights directory
   (coremltools writes 3 files in 3 directories, Data/com.apple.CoreML/weights); the bounds leave ample room and stop a
   directory bomb before it is walked, copied or hashed.
@@ -71,6 +72,6 @@ def host_memory_bound() -> int:
     return physical_memory_bytes() or UNKNOWN_MEMORY_BYTES
 
 
-def loop_values_bound() -> int:
-    """Bytes a while_loop's values may take between iterations: a quarter of physical memory."""
+def value_bound() -> int:
+    """Bytes one value made at load or run time may take (a loop's values together): a quarter of physical memory."""
     return host_memory_bound() // 4

@@ -6,7 +6,10 @@
     program = milproto.load(spec, version, weights_dir)   # PyMIL's own loader, on what passed
 
 Every refusal is one ProgramLoadError naming the package and what is wrong; whatever PyMIL still raises on a
-program the checks let through is turned into one, too. The loader rebuilds every op through PyMIL's builder, so
+program the checks let through is turned into one, too. While PyMIL builds the program it computes the value of every
+op whose inputs are all constant (Operation._auto_val, right after type inference); a program may declare a small
+output and ask for a huge one (tile or fill of constants), so for the length of the load that step first refuses an
+inferred output larger than value_bound (core/limits.py), before numpy allocates it. The loader rebuilds every op through PyMIL's builder, so
 each op carries all of its inputs, optional ones included (defaults are materialised as const inputs), and every
 const holds the value read from the package's weight.bin (fp16 weights are the stored fp16 values; palettized
 indices are unpacked to uint8 by PyMIL). Nothing here is re-derived from torch weights.
@@ -23,12 +26,14 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...core.limits import value_bound
 from .container import PackageFiles, open_package
 from .errors import ProgramLoadError
 from .spec_check import check_spec, read_spec
@@ -181,12 +186,47 @@ def check_package(package_path: str | Path, function_name: str | None = None) ->
     return files, spec, name
 
 
+@contextlib.contextmanager
+def _bounded_constant_folding(where: str):
+    """While a program is built: refuse folding an op of constant inputs into a value larger than value_bound."""
+    from coremltools.converters.mil.mil import types
+    from coremltools.converters.mil.mil.operation import Operation
+
+    from .tensors import dtype_bits
+
+    limit, original = value_bound(), Operation._auto_val
+
+    def bounded(op, output_types):
+        inputs = [v for value in op.inputs.values() for v in (value if isinstance(value, (list, tuple)) else (value,))]
+        if op.op_type != "const" and all(getattr(v, "sym_val", None) is not None for v in inputs):
+            for output in output_types:
+                if not types.is_tensor(output):
+                    continue  # a scalar, a list or a dict: no size to speak of
+                shape = output.get_shape()
+                if all(isinstance(d, (int, np.integer)) for d in shape):
+                    size = math.prod(int(d) for d in shape) * max(1, dtype_bits(output.get_primitive())) // 8
+                    if size > limit:
+                        raise ProgramLoadError(f"{where}: op {op.name[:60]!r} ({op.op_type}) of constant inputs would "
+                                               f"fold into a {list(shape)[:8]} value of {size} bytes, more than the "
+                                               f"{limit} a value may take")
+        return original(op, output_types)
+
+    Operation._auto_val = bounded
+    try:
+        yield
+    finally:
+        Operation._auto_val = original
+
+
 def _build(spec, weights_dir: Path | None, specification_version: int, where: str):
     """PyMIL's loader on a checked spec; anything it still raises becomes one ProgramLoadError line."""
     from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
 
     try:
-        return milproto_load(spec, specification_version, os.path.abspath(weights_dir) if weights_dir else "")
+        with _bounded_constant_folding(where):
+            return milproto_load(spec, specification_version, os.path.abspath(weights_dir) if weights_dir else "")
+    except ProgramLoadError:
+        raise
     except Exception as problem:  # noqa: BLE001 - whatever the checks did not foresee still ends in one line
         detail = str(problem).strip().splitlines()[0][:200] if str(problem).strip() else ""
         raise ProgramLoadError(f"{where}: PyMIL cannot build the program ({type(problem).__name__}"

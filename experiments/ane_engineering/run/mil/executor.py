@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import HarnessError
-from ...core.limits import MAX_LOOP_ITERATIONS, loop_values_bound
+from ...core.limits import MAX_LOOP_ITERATIONS, value_bound
 from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
 from .ops.control_flow import LoopBudget, LoopLimitError
 from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
@@ -191,7 +191,7 @@ class MILExecutor:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
         self._loop_budget = LoopBudget(max_loop_iterations,
-                                       loop_values_bound() if max_loop_bytes is None else max_loop_bytes)
+                                       value_bound() if max_loop_bytes is None else max_loop_bytes)
         started = time.perf_counter()
         loaded = package if isinstance(package, LoadedProgram) else load_program(package, function_name)
         self.read_seconds = time.perf_counter() - started

@@ -6,7 +6,7 @@ next loop_vars; the op returns the last loop_vars.
 
 Every loop is bounded (LoopBudget, in `node.cache["loop_budget"]`, one per executor and reset for each run): one
 run may take at most `iterations` body iterations, all loops counted (nested loops too), and a loop's values may
-not grow past `value_bytes` (core/limits.py: MAX_LOOP_ITERATIONS, loop_values_bound). A loop that never ends, or
+not grow past `value_bytes` (core/limits.py: MAX_LOOP_ITERATIONS, value_bound). A loop that never ends, or
 that doubles a tensor each time round, is refused with the loop named instead of running until memory runs out.
 """
 
