@@ -656,12 +656,13 @@ def test_json_documents_tokenizers_and_adapters_must_be_regular_files(tiny, tmp_
         handle.truncate(MAX_JSON_BYTES + 1)  # sparse: nothing is written, and nothing may be read
     with pytest.raises(DocumentError, match="more than"):
         read_json(big, ANY_OBJECT)
-    checkpoint = tmp_path / "checkpoint"
-    shutil.copytree(tiny.directory, checkpoint)
-    (checkpoint / "tokenizer.json").unlink()
-    os.mkfifo(checkpoint / "tokenizer.json")
-    with must_not_block(), pytest.raises(Exception, match="FIFO"):
-        load_checkpoint(str(checkpoint))
+    for name in ("tokenizer.json", "model.safetensors", "config.json"):
+        checkpoint = tmp_path / f"checkpoint-{name}"
+        shutil.copytree(tiny.directory, checkpoint)
+        (checkpoint / name).unlink()
+        os.mkfifo(checkpoint / name)
+        with must_not_block(), pytest.raises(Exception, match="FIFO"):
+            load_checkpoint(str(checkpoint))
     from experiments.ane_engineering.package.inputs.adapter import AdapterError, read_spec
 
     with must_not_block(), pytest.raises(AdapterError, match="FIFO"):
