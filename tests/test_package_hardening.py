@@ -50,6 +50,7 @@ from experiments.ane_engineering.package.package_hash import combine  # noqa: E4
 from experiments.ane_engineering.package.verified_copy import verified_copy  # noqa: E402
 from experiments.ane_engineering.run.backends import Backend, CoreMLBackend, MILBackend  # noqa: E402
 from experiments.ane_engineering.run.mil.executor import MILExecutor  # noqa: E402
+from experiments.ane_engineering.run.mil.npz_inputs import NpzError, read_inputs  # noqa: E402
 from experiments.ane_engineering.run.mil.ops.control_flow import LoopLimitError  # noqa: E402
 
 PACKAGE = "model.mlpackage"
@@ -507,8 +508,12 @@ def raw_zip(path: Path, members: list[tuple], ) -> Path:
                              len(extra)) + encoded + extra + data
         central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 45, 45, 0, method, 0, 0, crc, compressed32, size32,
                                len(encoded), len(extra), 0, 0, 0, 0, offset) + encoded + extra
-    count = len(members)
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, len(central), len(local), 0)
+    count, end = len(members), b""
+    if count > 0xFFFF:  # zip64 end record and locator (APPNOTE 4.3.14, 4.3.15); the classic record then says 0xFFFF
+        end = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(central), len(local))
+        end += struct.pack("<4sLQL", b"PK\x06\x07", 0, len(local) + len(central), 1)
+    small = min(count, 0xFFFF)
+    end += struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, small, small, len(central), len(local), 0)
     path.write_bytes(bytes(local + central + end))
     return path
 
@@ -522,13 +527,13 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 
 def test_an_npz_member_that_would_inflate_past_its_input_is_refused_before_inflating(body, tmp_path, capsys):
-    """Guards: np.load inflates a member before anyone sees its size. A deflated member that inflates to 512 MiB of
+    """Guards: np.load inflates a member before anyone sees its size. A deflated member that inflates to 128 MiB of
     zeros (a file smaller than the inputs' own bound), and one that declares 4 TB in 16 bytes, are refused from the
     zip's central directory alone, before a byte is inflated."""
     name = load_program(body / PACKAGE).inputs[0].name
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
-    inflated = 32 << 24
-    deflated = b"".join(packer.compress(bytes(1 << 24)) for _ in range(32)) + packer.flush()
+    inflated = 8 << 24
+    deflated = b"".join(packer.compress(bytes(1 << 24)) for _ in range(8)) + packer.flush()
     bomb = raw_zip(tmp_path / "bomb.npz", [(f"{name}.npy", deflated, inflated, 8)])
     assert bomb.stat().st_size < 1 << 20 < inflated
     line = refused(execute.main, _execute_run(body / PACKAGE, bomb, tmp_path / "o.npz"), capsys, "declares")
@@ -555,10 +560,9 @@ def test_npz_names_counts_headers_and_kinds_are_checked(body, body_inputs, tmp_p
     repeated = raw_zip(tmp_path / "repeated.npz", [(f"{names[0]}.npy", npy_bytes(clean[names[0]]),
                                                     len(npy_bytes(clean[names[0]])))] * 2)
     cases[repeated] = "twice"
-    many = tmp_path / "many.npz"
-    with zipfile.ZipFile(many, "w") as archive:  # zipfile writes the zip64 end records 100,000 members need
-        for i in range(100_000):
-            archive.writestr(f"m{i}.npy", b"")
+    many = raw_zip(tmp_path / "many.npz", [(f"m{i}.npy", b"", 0) for i in range(100_000)])
+    with zipfile.ZipFile(many) as archive:
+        assert len(archive.infolist()) == 100_000  # a well-formed archive of 100,000 members
     cases[many] = "bytes, more than"
     bare = tmp_path / "bare.npz"
     np.save(bare.with_suffix(".npy"), clean[names[0]])
@@ -578,10 +582,13 @@ def test_npz_names_counts_headers_and_kinds_are_checked(body, body_inputs, tmp_p
     os.mkfifo(tmp_path / "fifo.npz")
     cases[tmp_path / "fifo.npz"] = "FIFO"
     cases[Path("/dev/zero")] = "character device"
-    for path, needle in cases.items():
+    for path, needle in cases.items():  # the reader execute uses, on the program's inputs
+        with must_not_block(), pytest.raises(NpzError, match=needle) as raised:
+            read_inputs(path, loaded.inputs)
+        assert len(str(raised.value)) < 300 and "\n" not in str(raised.value), raised.value
+    for path in (many, bare, Path("/dev/zero")):  # and through the command itself
         with must_not_block():
-            line = refused(execute.main, _execute_run(body / PACKAGE, path, tmp_path / "o.npz"), capsys, needle)
-        assert len(line) < 300, line
+            refused(execute.main, _execute_run(body / PACKAGE, path, tmp_path / "o.npz"), capsys, cases[path])
     assert not (tmp_path / "o.npz").exists()
     assert run_main(execute.main, _execute_run(body / PACKAGE, body_inputs, tmp_path / "o.npz")) == 0  # the control
 
