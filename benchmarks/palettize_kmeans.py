@@ -59,12 +59,12 @@ def group_sse(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
         constexpr_lut_to_dense,
     )
 
-    from experiments.ane_engineering.placement.static_check import load_program
+    from experiments.ane_engineering.package.mil.load import load_program
 
-    original, _ = load_program(parent / "model.mlpackage")
+    original = load_program(parent / "model.mlpackage").program
     weights = {op.outputs[0].name: op.outputs[0].val for op in original.functions["main"].operations
                if op.op_type == "const" and op.outputs[0].val is not None}
-    palettized, _ = load_program(candidate / "model.mlpackage")
+    palettized = load_program(candidate / "model.mlpackage").program
     out = {}
     for op in palettized.functions["main"].operations:
         if op.op_type != "constexpr_lut_to_dense":

@@ -4,8 +4,6 @@ package loader does), and fp16 tolerances derived from the reference value."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from fp16_support import TINY16, U16, f16, ulp16  # noqa: F401  (U16 and f16: for the per-op test modules)
@@ -15,7 +13,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
 from experiments.ane_engineering.run.mil.executor import MILExecutor
-from experiments.ane_engineering.package.program import LoadedProgram, _tensor_info
+from experiments.ane_engineering.package.mil.load import LoadedProgram
 
 MODES = ("fp32-accumulate", "fp16-strict")
 DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}
@@ -26,11 +24,7 @@ def spec(a: np.ndarray):
 
 
 def loaded(prog, opset: str) -> LoadedProgram:
-    function = prog.functions["main"]
-    return LoadedProgram(path=Path(f"<builder program, {opset}>"), program=prog, function_name="main",
-                         specification_version=0, opset=opset,
-                         inputs=[_tensor_info(v) for v in function.inputs.values()],
-                         outputs=[_tensor_info(v) for v in function.outputs], weights_dir=None)
+    return LoadedProgram.built(prog, opset, path=f"<builder program, {opset}>")
 
 
 def build_program(build, specs: dict, opset=None):

@@ -23,8 +23,10 @@ from torch import nn  # noqa: E402
 from experiments.ane_engineering.placement.rules import (  # noqa: E402
     ANE_OP_ALLOWLIST, CATALOGUE, CATALOGUE_BY_ID, ORION_STATUSES, SEVERITIES, Orion, Rule,
 )
+from experiments.ane_engineering.package.mil.errors import ProgramLoadError  # noqa: E402
+from experiments.ane_engineering.package.mil.load import load_program  # noqa: E402
 from experiments.ane_engineering.placement.static_check import (  # noqa: E402
-    LABEL, check_program, load_program, require_ane_gate,
+    LABEL, check_program, require_ane_gate,
 )
 
 OPSET = ct.target.macOS15
@@ -496,13 +498,13 @@ def test_load_program_round_trip(tmp_path):
     model = convert_block("fixed")
     package = tmp_path / "block.mlpackage"
     model.save(str(package))
-    prog, spec = load_program(package)
-    loaded = check_program(prog, spec)
+    program = load_program(package)
+    loaded = check_program(program.program, program.spec)
     direct = check_program(model._mil_program, model.get_spec())
     assert loaded["findings"] == direct["findings"] == []
     assert loaded["ops"] == direct["ops"]
     assert loaded["spec_checked"]
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ProgramLoadError, match="no model package"):
         load_program(tmp_path / "missing.mlpackage")
 
 

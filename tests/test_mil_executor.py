@@ -118,7 +118,7 @@ def conv2d64(x, w, bias=None, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(
 
 
 def op_types(path) -> set[str]:
-    from experiments.ane_engineering.package.program import load_program
+    from experiments.ane_engineering.package.mil.load import load_program
 
     return set(load_program(path).op_type_counts())
 
@@ -581,7 +581,7 @@ def conv_model():
 @pytest.mark.parametrize("nbits,mode", [(8, "kmeans"), (4, "uniform")])
 def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbits, mode):
     from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
-    from experiments.ane_engineering.package.program import load_program
+    from experiments.ane_engineering.package.mil.load import load_program
 
     cfg = ct.optimize.coreml.OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel",
                                                 group_size=16, weight_threshold=1024)

@@ -62,12 +62,12 @@ def test_bert_epsilon_below_fp16_becomes_the_smallest_subnormal_and_that_is_harm
     epsilon differ from 1e-12's by far less than the gates resolve."""
     from dataclasses import replace
 
-    from experiments.ane_engineering.placement.rules import iter_operations
-    from experiments.ane_engineering.placement.static_check import load_program
+    from experiments.ane_engineering.package.mil.load import load_program
+    from experiments.ane_engineering.package.mil.walk import walk_operations
 
     package, _ = minilm_packages.get("embedding", 96)
-    program, _ = load_program(Path(package) / "model.mlpackage")
-    epsilons = {float(op.inputs["epsilon"].val) for op in iter_operations(program) if op.op_type == "layer_norm"}
+    program = load_program(Path(package) / "model.mlpackage").program
+    epsilons = {float(op.inputs["epsilon"].val) for op in walk_operations(program) if op.op_type == "layer_norm"}
     assert epsilons == {2.0 ** -24}
     stored = replace(minilm, config=replace(minilm.config, encoder=replace(minilm.config.encoder, layer_norm_eps=2.0 ** -24)))
     ids = [int(i) for i in IDS.split(",")]

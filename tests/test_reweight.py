@@ -19,8 +19,9 @@ from experiments.ane_engineering.package.inputs.questions import encode_question
 from experiments.ane_engineering.run.backends import choose_backend
 from experiments.ane_engineering.package.package_hash import package_content_hash
 from experiments.ane_engineering.workflows.probe_run import run_probe
-from experiments.ane_engineering.package.reweight import (
-    ReweightError, blob_layout, program_file, verify_identity, weight_file)
+from experiments.ane_engineering.package.mil.blobs import read_blob_table
+from experiments.ane_engineering.package.mil.errors import ProgramLoadError
+from experiments.ane_engineering.package.reweight import ReweightError, program_file, verify_identity, weight_file
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 
@@ -54,11 +55,11 @@ def test_only_weight_bytes_change(reweighted):
     parent, _, new, _ = reweighted
     old_package, new_package = parent / "model.mlpackage", new / "model.mlpackage"
     assert program_file(old_package).read_bytes() == program_file(new_package).read_bytes()  # byte for byte
-    assert blob_layout(weight_file(old_package)) == blob_layout(weight_file(new_package))  # names, offsets, dtypes
+    assert read_blob_table(weight_file(old_package)) == read_blob_table(weight_file(new_package))  # offsets, dtypes
     old, now = weight_file(old_package).read_bytes(), weight_file(new_package).read_bytes()
     assert len(old) == len(now) and old != now
     changed = [i for i in range(0, len(old), 4096) if old[i:i + 4096] != now[i:i + 4096]]
-    headers = {meta for meta, *_ in blob_layout(weight_file(old_package))}
+    headers = set(read_blob_table(weight_file(old_package)))
     for meta in headers:  # every 64-byte blob header is untouched
         assert old[meta:meta + 64] == now[meta:meta + 64]
     assert changed
@@ -77,16 +78,16 @@ def test_the_identity_record_is_what_was_compared(reweighted, tmp_path):
     program = hashlib.sha256(program_file(parent / "model.mlpackage").read_bytes()).hexdigest()
     assert identity["program_sha256"] == {"parent": program, "package": program}
     layouts = identity["weight_layout"]
-    assert layouts["parent"] == layouts["package"] and layouts["package"]["blobs"] == len(blob_layout(
+    assert layouts["parent"] == layouts["package"] and layouts["package"]["blobs"] == len(read_blob_table(
         weight_file(new / "model.mlpackage")))
-    for damage, message in ((lambda p: program_file(p).write_bytes(program_file(p).read_bytes() + b"\0"),
-                             "program changed"),
-                            (lambda p: weight_file(p).write_bytes(weight_file(p).read_bytes() + bytes(64)),
-                             "layout changed")):
+    for damage, error, message in ((lambda p: program_file(p).write_bytes(program_file(p).read_bytes() + b"\0"),
+                                    ReweightError, "program changed"),
+                                   (lambda p: weight_file(p).write_bytes(weight_file(p).read_bytes() + bytes(64)),
+                                    ProgramLoadError, "after the last")):
         altered = tmp_path / f"altered-{message.split()[0]}.mlpackage"
         shutil.copytree(new / "model.mlpackage", altered)
         damage(altered)
-        with pytest.raises(ReweightError, match=message):
+        with pytest.raises(error, match=message):
             verify_identity(parent / "model.mlpackage", altered)
 
 
@@ -163,8 +164,8 @@ def test_a_modified_parent_is_refused_before_anything_is_published(tiny_packages
     path = weight_file(package) if target == "weight.bin" else program_file(package)
     data = bytearray(path.read_bytes())
     if target == "weight.bin":
-        _, _, size, data_offset = blob_layout(path)[-1]
-        data[data_offset + size // 2] ^= 0x01
+        last = list(read_blob_table(path).values())[-1]
+        data[last.data_offset + last.size // 2] ^= 0x01
     else:
         data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core.arguments import comma_list, integer, refuse_unused
+from .core.arguments import integer, refuse_unused
 from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .core.limits import MAX_DIMENSION
 from .checkpoint import load_checkpoint

@@ -7,8 +7,13 @@
                          program's fixed, enumerated or ranged shapes before anything runs
     --output OUT.npz     new file: one array per output name (declared dtype; a classifier's label as a 0-d array,
                          its probabilities as a structured array with fields class, probability)
+    --max-loop-iterations N
+                         while_loop iterations one run may take, every loop counted (default: core/limits.py
+                         MAX_LOOP_ITERATIONS); a program that loops longer is refused, naming the loop
 
-The package may be any .mlpackage (our manifest is not needed) or one of our export directories.
+The package may be any .mlpackage (our manifest is not needed) or one of our export directories. A damaged or
+inconsistent package, one whose Manifest.json or a symlink leads outside it, or an inputs file that does not fit the
+program is refused in one line before anything runs.
 Exit status: 0 done, 1 --describe found unsupported ops, 2 refused (unsupported op, bad input, existing output).
 """
 
@@ -24,6 +29,7 @@ import numpy as np
 
 from .core.arguments import refuse_unused
 from .core.cli import UsageError, atomic_file, run_main
+from .core.limits import MAX_LOOP_ITERATIONS
 from .core.staging import check_output
 from .run.mil.numerics import FP32_ACCUMULATE, MODES
 
@@ -40,13 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fp32-accumulate: float32 inside each op, fp16 storage (default); fp16-strict: every "
                              "step rounded to fp16 (slow, a pessimistic bound)")
     parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
+    parser.add_argument("--max-loop-iterations", type=int, default=MAX_LOOP_ITERATIONS, metavar="N",
+                        help=f"while_loop iterations one run may take, every loop counted (default {MAX_LOOP_ITERATIONS})")
     return parser
 
 
 def main(argv=None) -> int:
     from .run.mil import tool
 
+    from .run.mil.npz_inputs import read_inputs
+
     args = build_parser().parse_args(argv)
+    if args.max_loop_iterations < 1:
+        raise UsageError(f"--max-loop-iterations must be at least 1, got {args.max_loop_iterations}")
     # coremltools warns at import that it cannot predict here (no libcoremlpython) and about untested versions of
     # torch / scikit-learn: true off macOS and irrelevant to running a package here, so kept off this command's output
     logging.getLogger("coremltools").setLevel(logging.ERROR)
@@ -62,7 +74,8 @@ def main(argv=None) -> int:
     if args.output.suffix != ".npz":
         raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
     check_output(args.output, [args.package, args.inputs])  # before loading anything
-    arrays = tool.run_package(args.package, tool.read_inputs(args.inputs), args.mode or FP32_ACCUMULATE, args.function)
+    executor = tool.load_executor(args.package, args.mode or FP32_ACCUMULATE, args.function, args.max_loop_iterations)
+    arrays = tool.outputs_as_arrays(executor.run(read_inputs(args.inputs, executor.inputs)))
     with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")

@@ -14,6 +14,8 @@ import torch
 from safetensors import safe_open
 
 from ..core.json_documents import ANY_OBJECT, open_object, read_json
+from ..core.limits import host_memory_bound
+from ..core.regular_files import open_regular
 from .config import ConfigError
 from .tensors import CheckpointError
 
@@ -32,8 +34,9 @@ INDEX_SCHEMA = open_object({"weight_map": {"type": "object", "minProperties": 1,
 
 
 def sha256_file(path: Path) -> str:
-    """Streamed through one reused buffer (hashlib.file_digest): a GB checkpoint is never held whole."""
-    with open(path, "rb") as handle:
+    """Streamed through one reused buffer (hashlib.file_digest): a GB checkpoint is never held whole. Only a regular
+    file of at most host_memory_bound bytes is hashed (the harness holds every weight it hashes in memory)."""
+    with open_regular(path, host_memory_bound(), "checkpoint file", error=CheckpointError) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
@@ -45,23 +48,34 @@ def sha256_json(value) -> str:
 def read_config_json(directory: Path) -> dict:
     """config.json parsed strictly; its fields are checked by config.parse_config."""
     path = directory / CONFIG_FILE
-    if not path.is_file():
+    if not _present(path):
         raise CheckpointError(f"{directory}: no {CONFIG_FILE}")
     return read_json(path, ANY_OBJECT, ConfigError)
+
+
+def _present(path: Path) -> bool:
+    """The name exists (a dangling link or a FIFO included): it is then read, and refused if it is no regular file."""
+    return path.exists() or path.is_symlink()
+
+
+def require_regular(path: Path) -> Path:
+    """`path`, after checking it is a regular file within host memory (a FIFO or a device is refused, not read)."""
+    open_regular(path, host_memory_bound(), "checkpoint file", error=CheckpointError).close()
+    return path
 
 
 def weight_files(directory: Path) -> list[Path]:
     """The safetensors files holding the weights, in a fixed order; refuses pickle-only checkpoints."""
     single, index = directory / WEIGHTS_FILE, directory / WEIGHTS_INDEX
-    if single.is_file():
-        return [single]
-    if index.is_file():
+    if _present(single):
+        return [require_regular(single)]
+    if _present(index):
         weight_map = read_json(index, INDEX_SCHEMA, CheckpointError)["weight_map"]
         shards = sorted(set(weight_map.values()))
-        missing = [s for s in shards if not (directory / s).is_file()]
+        missing = [s for s in shards if not _present(directory / s)]
         if missing:
             raise CheckpointError(f"{index}: shard(s) not found: {', '.join(missing)}")
-        return [directory / s for s in shards]
+        return [require_regular(directory / s) for s in shards]
     pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_WEIGHT_SUFFIXES)
     if pickles:
         raise CheckpointError(f"{directory}: weights are only in non-safetensors file(s) {', '.join(pickles)}; "

@@ -71,7 +71,8 @@ def load_checkpoint_dir(directory: Path, source: str | None = None) -> Checkpoin
     mapping = canonicalize_names(shapes, config)
     tensors = read_tensors(files, mapping)
     tokenizer_path = directory / TOKENIZER_FILE
-    tokenizer = load_tokenizer(tokenizer_path) if tokenizer_path.is_file() else None
+    present = tokenizer_path.exists() or tokenizer_path.is_symlink()  # a FIFO or dangling link is refused, not skipped
+    tokenizer = load_tokenizer(tokenizer_path) if present else None
     return Checkpoint(
         source=source or str(directory), directory=directory, config=config, raw_config=raw, tensors=tensors,
         tokenizer=tokenizer, weights_sha256=weights_sha256(files), config_sha256=sha256_file(directory / CONFIG_FILE),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
+from ..core.limits import MAX_JSON_BYTES
+from ..core.regular_files import read_regular
 from .tensors import CheckpointError
 
 BYTE_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MARK]")
@@ -53,9 +55,11 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
     A tokenizer.json may carry padding and truncation settings (all-MiniLM-L6-v2's pads and truncates every
     encoding to 128 tokens). Both are switched off: inputs are never truncated here, and padding to a bucket is the
-    host's job (package/inputs/device_inputs.py), with a mask the tokenizer knows nothing about."""
+    host's job (package/inputs/device_inputs.py), with a mask the tokenizer knows nothing about. The file is read as a
+    regular file of at most MAX_JSON_BYTES first (core/regular_files.py): a FIFO or a device is refused, not read."""
+    data = read_regular(path, MAX_JSON_BYTES, "tokenizer.json", error=CheckpointError)
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files
         raise CheckpointError(f"{path}: not a valid tokenizer.json ({error})") from error
     tokenizer.no_padding()

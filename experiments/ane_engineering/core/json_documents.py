@@ -12,6 +12,9 @@ parser raises RecursionError near 1,000 levels; no document here needs more than
 
 tokenizer.json is the one exception: the tokenizers library defines that format and checks it when it loads it.
 
+Every document is read as a regular file of at most MAX_JSON_BYTES (core/limits.py) before it is parsed: a FIFO is
+refused instead of waited on, /dev/zero instead of read until memory runs out.
+
 The schemas use two strict types: "integer" is an int and never a bool or 4.0; "number" is an int or a finite float,
 and where only a number is allowed the int must fit in a float (10**400 in a float field is refused, so it cannot
 reach float() and overflow; as an integer it still meets the field's bounds, which compare it exactly). A refusal names
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HarnessError
+from .limits import MAX_JSON_BYTES
+from .regular_files import read_regular
 
 MAX_NESTING = 64  # levels of objects/arrays; the deepest document the harness writes has fewer than 10
 ANY_OBJECT = {"type": "object"}
@@ -45,10 +50,7 @@ class _Refused(HarnessError):
 def read_json(path: Path | str, schema: dict, error: type[HarnessError] = DocumentError, where: str | None = None) -> Any:
     """Read, parse strictly and validate the JSON file `path` against `schema`; refuse with `error` naming it."""
     where = where or str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as problem:
-        raise error(f"{where}: cannot read ({problem.strerror or problem})") from problem
+    data = read_regular(Path(path), MAX_JSON_BYTES, "JSON document", error=error, name=where)
     value = parse_json(data, where, error)
     # Validation is a function of the bytes and the schema: the same bytes already passed this schema need no second
     # pass (the fixture and the committed golden are read many times in one process).

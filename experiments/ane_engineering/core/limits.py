@@ -25,6 +25,30 @@ Command-line values are bounded where they enter (core/arguments.py), by the sam
   such as 10^6 workers would start that many;
 - timed or repeated calls are at most MAX_CALLS: each is a full call, and every raw timing is written into the
   evidence file.
+
+Files the harness reads are opened as regular files and refused above their bound before a byte is read
+(core/regular_files.py): a FIFO would block forever and a device such as /dev/zero never ends.
+
+- MAX_JSON_BYTES: a JSON document (config.json, manifests, goldens, evidence, Core ML's Manifest.json,
+  tokenizer.json) is parsed whole into Python objects, which take several times the text's size; the largest
+  document the harness reads, a tokenizer.json, holds one entry per vocabulary token and merge, far below this.
+- MAX_PROGRAM_BYTES: model.mlmodel is one protobuf message, and "any proto in serialized form must be <2GiB"
+  (protobuf.dev, Programming Guides, Proto Limits).
+- weight files (weight.bin) and the arrays given to `execute --inputs`: held whole in host memory, so bounded by
+  physical memory (host_memory_bound). A value made while a program loads or runs -- a loop's values between
+  iterations, an op of constant inputs folded at load -- by a quarter of it (value_bound): the op making it also
+  needs room for its inputs and temporaries (a concat doubling its input holds input and output at once).
+- MAX_PACKAGE_ENTRIES, MAX_PACKAGE_DEPTH: an .mlpackage holds Manifest.json, model.mlmodel and a weights directory
+  (coremltools writes 3 files in 3 directories, Data/com.apple.CoreML/weights); the bounds leave ample room and stop a
+  directory bomb before it is walked, copied or hashed.
+- MAX_NPY_HEADER_BYTES: numpy's own default limit on an .npy header (numpy.lib.format, `max_header_size`).
+- ZIP_OVERHEAD_BYTES: what an .npz may add per member (and once for the archive) beyond the .npy itself: a zip
+  local and central header with the member's name and zip64 fields, and the end record with its comment of at most
+  65,535 bytes (PKWARE APPNOTE.TXT 4.3); deflate may add 5 bytes per stored block of at most 65,535 bytes (RFC 1951
+  3.2.4), a further 1/8192 of the data at most. So an inputs file is bounded before its central directory is parsed.
+- MAX_LOOP_ITERATIONS: iterations of while_loop bodies in one run of a program, every loop counted (nested loops
+  too). No program the harness exports has a loop; the cap is far above what coremltools' own op tests loop, low
+  enough that a loop that never ends is refused instead of left running. `execute --max-loop-iterations` raises it.
 """
 
 from __future__ import annotations
@@ -51,3 +75,23 @@ def physical_memory_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+MAX_JSON_BYTES = 256 << 20
+MAX_PROGRAM_BYTES = (2 << 30) - 1
+MAX_PACKAGE_ENTRIES = 1024
+MAX_PACKAGE_DEPTH = 16
+MAX_NPY_HEADER_BYTES = 10000
+ZIP_OVERHEAD_BYTES = 1 << 17
+MAX_LOOP_ITERATIONS = 1_000_000
+UNKNOWN_MEMORY_BYTES = 1 << 40  # the host-memory bound where the OS does not report its memory
+
+
+def host_memory_bound() -> int:
+    """Bytes one file or array held whole in host memory may take: the machine's physical memory."""
+    return physical_memory_bytes() or UNKNOWN_MEMORY_BYTES
+
+
+def value_bound() -> int:
+    """Bytes one value made at load or run time may take (a loop's values together): a quarter of physical memory."""
+    return host_memory_bound() // 4

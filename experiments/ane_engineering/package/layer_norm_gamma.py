@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mil_walk import rewrite_each
+from .mil.walk import rewrite_each
 
 
 def _channel_weight(var, channels: int) -> np.ndarray | None:

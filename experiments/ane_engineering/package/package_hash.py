@@ -7,6 +7,9 @@ that Manifest.json is replaced by a canonical form (its items keyed by path, wit
 path of the root model; UUIDs dropped) and model.mlmodel by its deterministic protobuf serialisation (map entries
 sorted by key: the same message, always the same bytes). Any change to the program, a weight byte, or the set of
 files changes it.
+
+Only a package the MIL module accepts is hashed (package/mil/container.py): a symlink, FIFO or device in it, or a
+Core ML manifest item that leads outside it, is refused, so the hash describes every byte a backend can run.
 """
 
 from __future__ import annotations
@@ -15,31 +18,18 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..checkpoint.files import sha256_file
-from ..core.errors import HarnessError
-from ..core.json_documents import NON_EMPTY_STRING, STRING, open_object, read_json
+from ..core.limits import MAX_PROGRAM_BYTES, host_memory_bound
+from ..core.regular_files import open_regular, read_regular
+from .mil.container import open_package
+from .mil.errors import ProgramLoadError
 
 MANIFEST = "Manifest.json"
 PROGRAM_SUFFIX = ".mlmodel"
 
 
-class DamagedPackageError(HarnessError):
-    pass
-
-
-# Core ML's Manifest.json: items keyed by UUID, each naming its path; the root model is one of them.
-COREML_MANIFEST_SCHEMA = open_object({
-    "fileFormatVersion": STRING,
-    "itemInfoEntries": {"type": "object", "minProperties": 1, "additionalProperties": open_object({"path": NON_EMPTY_STRING})},
-    "rootModelIdentifier": STRING,
-})
-
-
-def canonical_manifest(path: Path) -> bytes:
-    manifest = read_json(path, COREML_MANIFEST_SCHEMA, DamagedPackageError)
+def canonical_manifest(manifest: dict) -> bytes:
+    """Core ML's Manifest.json (as checked by the MIL module) without its item UUIDs."""
     entries = manifest["itemInfoEntries"]
-    if manifest["rootModelIdentifier"] not in entries:
-        raise DamagedPackageError(f"{path}: rootModelIdentifier names no item; the package is damaged")
     items = {entry["path"]: {k: v for k, v in entry.items() if k != "path"} for entry in entries.values()}
     root = entries[manifest["rootModelIdentifier"]]["path"]
     canonical = {"fileFormatVersion": manifest["fileFormatVersion"], "items": items, "root": root}
@@ -52,9 +42,10 @@ def canonical_program(path: Path) -> bytes:
 
     model = Model_pb2.Model()
     try:
-        model.ParseFromString(path.read_bytes())
-    except DecodeError as error:
-        raise DamagedPackageError(f"{path}: not a readable Core ML model ({error}); the package is damaged") from error
+        model.ParseFromString(read_regular(path, MAX_PROGRAM_BYTES, "Core ML model file", follow_links=False,
+                                           error=ProgramLoadError))
+    except (DecodeError, RecursionError) as error:
+        raise ProgramLoadError(f"{path}: not a readable Core ML model ({error}); the package is damaged") from error
     return model.SerializeToString(deterministic=True)
 
 
@@ -63,23 +54,23 @@ def combine(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def package_files(package: Path) -> list[Path]:
-    return sorted(p for p in Path(package).rglob("*") if p.is_file())
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a package file, read as a regular file without following a link."""
+    with open_regular(path, host_memory_bound(), "package file", follow_links=False, error=ProgramLoadError) as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def package_content_hash(package: Path) -> dict:
     """{"sha256": ..., "files": {relative path: sha256}} with Manifest.json in canonical form."""
-    package = Path(package)
-    if not package.is_dir():
-        raise FileNotFoundError(f"{package}: not an .mlpackage directory")
+    checked = open_package(Path(package))
     files = {}
-    for path in package_files(package):
-        relative = path.relative_to(package).as_posix()
+    for relative in checked.files:
+        path = checked.root / relative
         if relative == MANIFEST:
-            files[relative] = hashlib.sha256(canonical_manifest(path)).hexdigest()
+            files[relative] = hashlib.sha256(canonical_manifest(checked.manifest)).hexdigest()
         elif relative.endswith(PROGRAM_SUFFIX):
             files[relative] = hashlib.sha256(canonical_program(path)).hexdigest()
         else:
-            files[relative] = sha256_file(path)
+            files[relative] = file_sha256(path)
     return {"sha256": combine(files), "files": files,
             "covers": "every file; Manifest.json without item UUIDs; model.mlmodel as deterministic protobuf"}

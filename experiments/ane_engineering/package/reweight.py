@@ -6,7 +6,9 @@ weights/weight.bin is written anew in one streamed pass, with the parent's heade
 checkpoint's FP16 values at the same offset, size and dtype for every weight blob. The values come from the same
 BC1S module the probe traces (so Q/K row order, folded scales and layouts are produced by one piece of code); every
 blob is matched to a module tensor by the name coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
-stored inline in the program that would change, a changed architecture, or a palettized package is refused.
+stored inline in the program that would change, a changed architecture, or a palettized package is refused, and so
+is a parent the MIL module refuses (package/mil: a symlink or special file in it, a Core ML manifest item leading
+outside it, a damaged blob header); the parent's other files are copied without following any link.
 
 Speed (the point of it; benchmarks/reweight_vs_export.py): the parent's hash is checked in a thread beside the
 write, the new file is hashed as it is written, and nothing is copied or read twice. Figures against a re-export:
@@ -18,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -33,13 +34,18 @@ from ..model.window_tiles import AttentionLayout
 from ..core.torch_threads import single_torch_thread
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
-from .package_hash import DamagedPackageError, combine, package_content_hash
+from .mil.blobs import CODE_OF, read_blob_table
+from .mil.container import PackageFiles, copy_tree
+from .mil.errors import ProgramLoadError
+from .mil.load import check_package
+from .mil.spec_check import BLOB_PREFIX
+from .package_hash import combine, package_content_hash
 from ..core.staging import staged_directory
 from .streamed_file import StreamedFile
 
-BLOB_SENTINEL = 0xDEADBEEF
-FP16_DTYPE_CODE = 1  # MIL blob storage: 1 = float16
+FP16_DTYPE_CODE = CODE_OF["fp16"]
 FP16_BYTES = 2
+WEIGHT_FILE_NAME = "weight.bin"
 REPORT_NAME = "reweight.json"
 HOST_ONLY_HEAD_FIELDS = ("calibration", "output_decimals", "action_head")  # never inside the package
 
@@ -49,28 +55,23 @@ class ReweightError(HarnessError):
 
 
 def weight_file(package: Path) -> Path:
-    return Path(package) / "Data" / "com.apple.CoreML" / "weights" / "weight.bin"
+    """Where coremltools writes a package's weights; reweight writes only this file (checked_package)."""
+    return Path(package) / "Data" / "com.apple.CoreML" / "weights" / WEIGHT_FILE_NAME
 
 
 def program_file(package: Path) -> Path:
     return Path(package) / "Data" / "com.apple.CoreML" / "model.mlmodel"
 
 
-def blob_layout(path: Path) -> list[tuple[int, int, int, int]]:
-    """(metadata offset, dtype code, byte size, data offset) of every blob, reading only the 64-byte headers."""
-    layout = []
-    with open(path, "rb") as handle:
-        count, _version = struct.unpack("<II", handle.read(8))
-        offset = 64
-        for _ in range(count):
-            handle.seek(offset)
-            sentinel, dtype, size, data_offset = struct.unpack("<IIQQ", handle.read(24))
-            if sentinel != BLOB_SENTINEL:
-                raise ReweightError(f"{path}: no blob header at offset {offset} (not a MIL weight file?)")
-            layout.append((offset, dtype, size, data_offset))
-            offset = data_offset + size
-            offset += -offset % 64
-    return layout
+def checked_package(package: Path) -> tuple[PackageFiles, object]:
+    """(files, model spec) of a package that passes the MIL module's checks (no links, Core ML's manifest items
+    inside, every blob header and const consistent) and keeps its program and weights where coremltools writes
+    them: the one weight file reweight rewrites is then the one the program reads."""
+    files, spec, _ = check_package(package)
+    if files.model_file != program_file(package) or files.weights_dir != weight_file(package).parent:
+        raise ReweightError(f"{package}: its Manifest.json puts the model at {files.model_file} and the weights at "
+                            f"{files.weights_dir}; reweight rewrites {weight_file(package)} only")
+    return files, spec
 
 
 def device_config(config: dict) -> dict:
@@ -94,10 +95,9 @@ def _differences(a, b, path="") -> list[str]:
 def _constants(package: Path) -> dict:
     """Blob constants of the program, read from the protobuf alone (no weights are loaded):
     {name: (metadata offset, shape, is_integer)}; and the names of constants stored inline."""
-    from coremltools.proto import MIL_pb2, Model_pb2
+    from coremltools.proto import MIL_pb2
 
-    model = Model_pb2.Model()
-    model.ParseFromString(program_file(package).read_bytes())
+    _, model = checked_package(package)
     integer_types = {value for name, value in MIL_pb2.DataType.items() if "INT" in name}
     blobs, inline = {}, set()
     for function in model.mlProgram.functions.values():
@@ -108,6 +108,9 @@ def _constants(package: Path) -> dict:
                 value = op.attributes["val"]
                 name = op.outputs[0].name
                 if value.WhichOneof("value") == "blobFileValue":
+                    if value.blobFileValue.fileName != BLOB_PREFIX + WEIGHT_FILE_NAME:
+                        raise ReweightError(f"{package}: const '{name}' reads blob file "
+                                            f"{value.blobFileValue.fileName!r}; reweight rewrites {WEIGHT_FILE_NAME}")
                     tensor = value.type.tensorType
                     shape = tuple(d.constant.size for d in tensor.dimensions)
                     blobs[name] = (value.blobFileValue.offset, shape, tensor.dataType in integer_types)
@@ -146,7 +149,7 @@ def _without_units(shape) -> tuple[int, ...]:
 def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
     """{metadata offset: new tensor} for every weight blob, after checking names, shapes and inline constants."""
     blobs, inline = _constants(package)
-    layout = {meta: (dtype, size, data_offset) for meta, dtype, size, data_offset in blob_layout(weight_file(package))}
+    layout = {blob.metadata_offset: (blob.dtype, blob.size, blob.data_offset) for blob in read_blob_table(weight_file(package)).values()}
     writes, matched, structural = {}, set(), 0
     for name, (meta, shape, is_integer) in sorted(blobs.items()):
         key = name[: -len("_to_fp16")] if name.endswith("_to_fp16") else name
@@ -192,7 +195,6 @@ def _require_not_merged_into_a_weight(key: str, value, package: Path, blobs: dic
     """A buffer with no constant of its own may have been merged (const deduplication) into the blob of a checkpoint
     tensor with the same shape and FP16 bytes; then reweighting that tensor would change the buffer: refused.
     (Conservative: an equal weight that was not merged is refused too.)"""
-    import numpy as np
 
     target = value.to(dtype=torch.float16).contiguous().numpy().tobytes()
     shape = _without_units(value.shape)
@@ -243,7 +245,7 @@ def _require_unmodified(parent_dir: Path, parent: dict, parent_hash) -> None:
     """Wait for the parent's content hash (a future) and refuse if it is not the one its manifest records."""
     try:
         modified = parent_hash.result()["sha256"] != parent["package"]["content_hash"]["sha256"]
-    except DamagedPackageError as error:
+    except ProgramLoadError as error:
         raise ReweightError(f"{parent_dir}: modified package: {error}") from error
     if modified:
         raise ReweightError(f"{parent_dir}: package content hash differs from its manifest (modified package)")
@@ -255,7 +257,8 @@ def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, ou
     writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
     with staged_directory(output, [parent_dir]) as staging:
         package = staging / PACKAGE_NAME
-        shutil.copytree(parent_package, package, ignore=_weight_file_only(parent_package))
+        copy_tree(parent_package, package, skip=frozenset({weight_file(parent_package).relative_to(parent_package).as_posix()}),
+                  directory_mode=0o777)
         weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)
         _require_unmodified(parent_dir, parent, parent_hash)
         identity = verify_identity(parent_package, package)
@@ -277,25 +280,19 @@ def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, ou
     return report
 
 
-def _weight_file_only(parent_package: Path):
-    """copytree `ignore`: skip weight.bin (written anew), copy everything else byte for byte."""
-    target = weight_file(parent_package)
-    return lambda directory, names: [n for n in names if Path(directory) / n == target]
-
-
 def write_weight_file(parent: Path, output: Path, writes: dict) -> str:
     """Write the new weight.bin in one sequential pass and return its SHA256. Every byte outside the rewritten blobs'
     data (file header, blob headers, padding, structural blobs) is copied from the parent; each rewritten blob is
     cast to FP16 as it is appended (streamed_file.py: hashed and written by a second thread)."""
     with open(parent, "rb") as source, StreamedFile(output) as sink:
         position = 0
-        for meta, _dtype, size, data_offset in blob_layout(parent):
-            if meta not in writes:
+        for blob in read_blob_table(parent).values():
+            if blob.metadata_offset not in writes:
                 continue  # kept blobs travel with the bytes copied up to the next rewritten one
-            sink.write_bytes(source.read(data_offset - position))  # headers, padding, kept blobs since the last
-            sink.write_fp16(writes[meta])
-            source.seek(data_offset + size)
-            position = data_offset + size
+            sink.write_bytes(source.read(blob.data_offset - position))  # headers, padding, kept blobs since the last
+            sink.write_fp16(writes[blob.metadata_offset])
+            source.seek(blob.data_offset + blob.size)
+            position = blob.data_offset + blob.size
         sink.write_bytes(source.read())
         return sink.finish()
 
@@ -311,7 +308,7 @@ def updated_content_hash(parent_hash: dict, package: Path, weight_sha256: str) -
 
 def _layout_record(weights: Path) -> dict:
     """What a weight file's layout is compared by: its blob table (meta offset, dtype, size, data offset) and size."""
-    layout = blob_layout(weights)
+    layout = [(b.metadata_offset, b.dtype, b.size, b.data_offset) for b in read_blob_table(weights).values()]
     return {"blobs": len(layout), "bytes": weights.stat().st_size,
             "blob_table_sha256": hashlib.sha256(json.dumps(layout).encode()).hexdigest()}
 

@@ -14,7 +14,7 @@ non-negative begin/end and no masks.
 
 from __future__ import annotations
 
-from .mil_walk import rewrite_each
+from .mil.walk import rewrite_each
 
 
 def _axis_bounds(op) -> list[tuple[int, int]] | None:

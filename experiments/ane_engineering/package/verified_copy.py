@@ -3,13 +3,14 @@
 Hashing a package in place and then letting a backend read it again leaves a window in which the files can be
 swapped (a check-then-load race): the run would use other weights while the evidence records the verified hash.
 Here the package is copied once into a fresh private directory (mode 0700), the copy is hashed and compared with
-the manifest, and the caller loads the copy; nothing reads the user's directory again. Symlinks are copied as links
-and refused, so nothing outside the package enters the copy.
+the manifest, and the caller loads the copy; nothing reads the user's directory again. The copy holds every byte that
+will run: it is made without following any link (package/mil/container.py: a symlink, FIFO or device in the package
+is refused), and Core ML's own Manifest.json inside the copy must name only items inside it (an absolute or `..`
+item path would send coremltools, and the backend, to bytes outside what was hashed).
 """
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Iterator
 from ..core import stop
 from ..core.errors import HarnessError
 from .manifest import package_path
+from .mil.container import copy_tree, open_package
+from .mil.errors import ProgramLoadError
 from .package_hash import package_content_hash
 
 
@@ -34,11 +37,11 @@ def verified_copy(package_dir: Path, manifest: dict) -> Iterator[Path]:
     # removed on exit, also when a stop request ends the command (core/stop.py)
     with stop.scratch(lambda: tempfile.mkdtemp(prefix="ane-verified-")) as workdir:
         copy = workdir / source.name
-        shutil.copytree(source, copy, symlinks=True)
-        links = [p for p in copy.rglob("*") if p.is_symlink()]
-        if links:
-            raise PackageVerificationError(f"{package_dir}: the package contains symlinks "
-                                           f"({links[0].relative_to(copy)}); exports never do")
+        try:
+            copy_tree(source, copy)
+            open_package(copy)  # what runs is the copy: its own manifest must stay inside it
+        except ProgramLoadError as error:
+            raise PackageVerificationError(str(error).replace(str(copy), str(source))) from None
         actual = package_content_hash(copy)["sha256"]
         expected = manifest["package"]["content_hash"]["sha256"]
         if actual != expected:

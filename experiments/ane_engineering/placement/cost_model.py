@@ -46,13 +46,20 @@ core/reference_run.json (core/reference_run.py), a run reported by the project's
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from pathlib import Path
 
 from ..core.errors import HarnessError
 from ..core.json_documents import POSITIVE_NUMBER, STRING, open_object, read_json
-from .rules import is_const_like, iter_operations  # constants: no device runs them
+from ..package.mil.load import load_program
+from ..package.mil.tensors import PARAMETER_PORTS as PARAM_PORTS
+from ..package.mil.tensors import dense_bytes as _dense_bytes
+from ..package.mil.tensors import dtype_bits, stored_bytes  # noqa: F401 - part of this module's interface
+from ..package.mil.tensors import element_count as _numel
+from ..package.mil.tensors import fixed_shape as _shape
+from ..package.mil.tensors import is_const_like  # constants: no device runs them
+from ..package.mil.tensors import is_const_var as _is_const_var
+from ..package.mil.walk import walk_operations
 from ..core import reference_run
 
 CHIPS_PATH = Path(__file__).resolve().parent / "chips.json"
@@ -100,13 +107,7 @@ _DATA_MOVEMENT = {"slice_by_index", "slice_by_size", "transpose", "reshape", "sq
 _SLICES = {"slice_by_index", "slice_by_size"}   # read only what they keep
 _CONTRACTIONS = {"conv", "linear", "matmul", "einsum"}
 
-# Inputs that configure an op rather than carry data: never bytes moved.
-PARAM_PORTS = frozenset({
-    "axes", "axis", "perm", "begin", "end", "stride", "strides", "begin_mask", "end_mask", "squeeze_mask", "size",
-    "pad", "pad_type", "dilations", "groups", "equation", "shape", "reps", "split_sizes", "num_splits", "epsilon",
-    "mode", "keep_dims", "interleave", "transpose_x", "transpose_y", "output_shape", "alpha", "vector_axis",
-    "validate_indices", "batch_dims", "dtype", "lower", "upper", "half_pixel_centers", "align_corners",
-})
+# Inputs that configure an op rather than carry data (PARAM_PORTS): never bytes moved (package/mil/tensors.py).
 
 
 class CostModelError(HarnessError):
@@ -125,52 +126,7 @@ def load_chips(path: Path | str = CHIPS_PATH) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Variables: shapes, element sizes, stored bytes.
-
-def _shape(var) -> tuple[int, ...]:
-    shape = tuple(var.shape) if var.shape is not None else ()
-    for dim in shape:
-        if not isinstance(dim, (int,)) and not hasattr(dim, "__index__"):
-            raise CostModelError(f"{var.name}: symbolic shape {shape}; the cost model needs fixed shapes")
-    return tuple(int(d) for d in shape)
-
-
-def _numel(var) -> int:
-    return math.prod(_shape(var))
-
-
-def dtype_bits(dtype) -> int:
-    """Bits per element of a MIL builtin type (fp16 -> 16, uint4 -> 4, bool -> 8, str -> 0)."""
-    from coremltools.converters.mil.mil import types
-
-    name = types.builtin_to_string(dtype)
-    if name == "bool":
-        return 8
-    match = re.search(r"(\d+)$", name or "")
-    return int(match.group(1)) if match else 0
-
-
-def _dense_bytes(var) -> int:
-    return math.ceil(_numel(var) * dtype_bits(var.dtype) / 8)
-
-
-def _is_const_var(var) -> bool:
-    return var.op is not None and is_const_like(var.op.op_type)
-
-
-def stored_bytes(var) -> int:
-    """Bytes a constant occupies in the package's weight file: a const in its dtype (uint4 indices: half a byte
-    each); a constexpr_* output as the sum of what it is made from (indices + LUT, data + scales, ...)."""
-    if var.op is None or var.op.op_type == "const":
-        return _dense_bytes(var)
-    total = 0
-    for port, value in var.op.inputs.items():
-        for source in (value if isinstance(value, (list, tuple)) else (value,)):
-            if port in PARAM_PORTS or not _shape(source):
-                continue
-            total += stored_bytes(source) if _is_const_var(source) else _dense_bytes(source)
-    return total
-
+# Variables: shapes, element sizes and stored bytes come from the MIL module (package/mil/tensors.py).
 
 def _inputs(op):
     """(port, var) for every input, tuple ports flattened."""
@@ -379,7 +335,7 @@ def program_cost(program, length: int | None = None, per_op: bool = False) -> di
     by_category = {name: _empty_bucket() for name in CATEGORIES}
     by_op_type: dict[str, dict] = defaultdict(_empty_bucket)
     unmodelled: set[str] = set()
-    ops = [op for op in iter_operations(program) if not is_const_like(op.op_type)]
+    ops = [op for op in walk_operations(program) if not is_const_like(op.op_type)]
     index_of = {id(op): i for i, op in enumerate(ops)}
     for op in ops:
         record = op_cost(op, length)
@@ -653,17 +609,16 @@ def conventions() -> dict:
 
 def cost_report(package_path, per_op: bool = False, chips: dict | None = None, length: int | None = None) -> dict:
     """Cost and floors of a saved package: a probe directory (model.mlpackage + manifest.json) or an .mlpackage."""
-    from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, read_manifest
-    from .static_check import load_program
+    from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, package_path as manifest_package, read_manifest
 
     path = Path(package_path)
     manifest = None
     if path.is_dir() and (path / MANIFEST_NAME).exists():
         manifest = read_manifest(path)
-        package = path / manifest["package"]["path"] if manifest.get("package") else path / PACKAGE_NAME
+        package = manifest_package(path, manifest) if manifest.get("package") else path / PACKAGE_NAME
     else:
         package = path
-    program, _ = load_program(package)
+    program = load_program(package).program
     if length is None and manifest is not None:
         length = manifest.get("length")
     cost = program_cost(program, length=length, per_op=per_op)

@@ -2,38 +2,18 @@
 
 This is not Core ML's compute plan (that needs macOS; see compute_plan.py). It predicts placement from the rules
 registered in rules/: a non-constant op with an error finding is predicted off the ANE. Works on Linux, from
-`model._mil_program` right after ct.convert or from a saved .mlpackage via `load_program`.
+`model._mil_program` right after ct.convert or from a saved .mlpackage loaded by the MIL module
+(package/mil/load.py: `loaded.program`, `loaded.spec`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
-from ..core.errors import HarnessError
-from .rules import CATALOGUE, CheckContext, Rule, is_const_like
+from ..package.mil.tensors import is_const_like
+from .rules import CATALOGUE, CheckContext, Rule
 
 LABEL = "prediction (static rules; not a Core ML compute plan)"
-
-
-class NotAnMLProgramError(HarnessError):
-    """A package whose model is not an ML Program (nothing to check)."""
-
-
-def load_program(package_path) -> tuple[object, object]:
-    """(PyMIL program, model spec) of a saved .mlpackage, without loading it into Core ML (works on Linux)."""
-    import coremltools as ct
-    from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
-
-    package_path = Path(package_path)
-    if not package_path.exists():
-        raise FileNotFoundError(f"no package at {package_path}")
-    model = ct.models.MLModel(str(package_path), skip_model_load=True)
-    spec = model.get_spec()
-    if spec.WhichOneof("Type") != "mlProgram":
-        raise NotAnMLProgramError(f"{package_path} is not an ML Program (type {spec.WhichOneof('Type')!r})")
-    program = load_milproto(spec, spec.specificationVersion, model.weights_dir)
-    return program, spec
 
 
 def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE) -> dict:

@@ -17,6 +17,12 @@ the fp16 values the model produced).
 
 Core ML prediction exists only on macOS. On any other platform the coreml backends raise
 BackendUnavailableError at construction; nothing is mocked, nothing falls back silently.
+
+Every backend's `load` first loads the package through the MIL module (package/mil/load.py: no links or special
+files, Core ML's manifest items inside the package, consistent blob headers and program, a program PyMIL can build):
+the mil backend runs that program, the coreml backends let Core ML compile the package only after it passed. No
+backend runs bytes from outside the package it was given, and a damaged package is one `error:` line on every
+backend (a failure inside Core ML's own compile or load is reported the same way).
 """
 
 from __future__ import annotations
@@ -187,10 +193,10 @@ class CoreMLBackend(Backend):
         import coremltools as ct
         from coremltools.models.utils import compile_model
 
+        from ..package.mil.load import load_program
+
         path = Path(package_path)
-        if not path.exists():
-            raise BackendError(f"no model package at {path}")
-        spec = ct.models.MLModel(str(path), skip_model_load=True).get_spec()
+        spec = load_program(path).spec  # before Core ML reads anything: it follows whatever Manifest.json says
         self._input_dtypes = {}
         for feature in spec.description.input:
             if feature.type.WhichOneof("Type") == "multiArrayType":
@@ -198,12 +204,16 @@ class CoreMLBackend(Backend):
                 self._input_dtypes[feature.name] = _NUMPY_FOR_MULTIARRAY.get(kind, np.float32)
         self.close()
         self._workdir = tempfile.mkdtemp(prefix="ane-coreml-")
-        started = time.perf_counter()
-        compiled = compile_model(str(path), destination_path=str(Path(self._workdir) / f"{path.stem}.mlmodelc"))
-        compile_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        model = ct.models.CompiledMLModel(str(compiled), compute_units=ct.ComputeUnit[self.compute_units])
-        load_seconds = time.perf_counter() - started
+        try:
+            started = time.perf_counter()
+            compiled = compile_model(str(path), destination_path=str(Path(self._workdir) / f"{path.stem}.mlmodelc"))
+            compile_seconds = time.perf_counter() - started
+            started = time.perf_counter()
+            model = ct.models.CompiledMLModel(str(compiled), compute_units=ct.ComputeUnit[self.compute_units])
+            load_seconds = time.perf_counter() - started
+        except Exception as error:  # noqa: BLE001 - Core ML's own refusal, reported as one line
+            first = (str(error).strip().splitlines() or [""])[0][:200]
+            raise BackendError(f"{path}: Core ML cannot compile or load it ({type(error).__name__}: {first})") from error
         self.loaded = LoadedModel(
             backend=self.name, package_path=path, handle=model,
             input_names=[f.name for f in spec.description.input],

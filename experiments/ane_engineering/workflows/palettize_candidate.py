@@ -56,13 +56,13 @@ def uncompressed_parent(parent_dir: Path) -> dict:
 def palettized_contents(package: Path) -> dict:
     """What a saved package really holds: conv weights over WEIGHT_THRESHOLD elements, and which of them are fed by
     a LUT (with the bits and group size each LUT implies: lut (Cout/group, 1, 1, 1, 2^bits, 1))."""
-    from ..placement.rules import iter_operations
-    from ..placement.static_check import load_program
+    from ..package.mil.load import load_program
+    from ..package.mil.walk import walk_operations
 
-    program, _ = load_program(package)
-    producers = {out.name: op for op in iter_operations(program) for out in op.outputs}
+    program = load_program(package).program
+    producers = {out.name: op for op in walk_operations(program) for out in op.outputs}
     eligible, palettized, bits, groups = [], [], set(), set()
-    for op in iter_operations(program):
+    for op in walk_operations(program):
         if op.op_type not in OP_TYPES:
             continue
         weight = op.inputs["weight"]

@@ -42,9 +42,9 @@ class Progress:
 
 
 def mil_op_counts(program) -> dict:
-    from ..placement.rules import iter_operations
+    from ..package.mil.walk import walk_operations
 
-    counts = Counter(op.op_type for op in iter_operations(program))
+    counts = Counter(op.op_type for op in walk_operations(program))
     constants = sum(n for op_type, n in counts.items() if op_type == "const" or op_type.startswith("constexpr_"))
     return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants, "constant": constants}
 
@@ -54,10 +54,11 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
     program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
     in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
     from ..placement.compute_plan import compute_plan
-    from ..placement.static_check import check_program, load_program, program_errors, require_ane_gate
+    from ..package.mil.load import load_program
+    from ..placement.static_check import check_program, program_errors, require_ane_gate
 
-    program, spec = load_program(package)
-    static = check_program(program, spec)
+    loaded = load_program(package)
+    static = check_program(loaded.program, loaded.spec)
     plan = compute_plan(package)
     errors = program_errors(static)
     reasons = [f"static rule {f['rule']} on {f['op']}: {f['detail']}" for f in errors[:5]]
@@ -72,7 +73,7 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
                            + ", ".join(f"{o['operator']}->{o['preferred']}" for o in off[:5]))
     gate = {"require_ane": require_ane, "allow": sorted(allow), "passed": not reasons, "reasons": reasons,
             "program_errors": len(errors)}
-    return {"static": static, "compute_plan": plan, "op_counts": mil_op_counts(program)}, gate
+    return {"static": static, "compute_plan": plan, "op_counts": mil_op_counts(loaded.program)}, gate
 
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,

@@ -30,6 +30,8 @@ from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
 from ...core.errors import HarnessError
 from ...core.json_documents import check, open_object
+from ...core.limits import host_memory_bound
+from ...core.regular_files import open_regular
 
 
 class AdapterError(HarnessError):
@@ -98,8 +100,14 @@ ADAPTER_METADATA_SCHEMA = open_object({
 })
 
 
+def _require_regular(path: Path) -> None:
+    """An adapter is a regular file within host memory: safetensors would block on a FIFO, or map a device."""
+    open_regular(path, host_memory_bound(), "LoRA adapter", error=AdapterError).close()
+
+
 def read_spec(path: Path) -> LoraSpec:
     """The rank, alpha and targets an adapter file declares in its metadata."""
+    _require_regular(path)
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
@@ -116,6 +124,7 @@ def read_spec(path: Path) -> LoraSpec:
 def load_adapter(path: Path, config: ModelConfig, spec: LoraSpec | None = None, kind: str = "body") -> Adapter:
     """Read and check an adapter file against the package's LoRA settings."""
     path = Path(path)
+    _require_regular(path)
     try:
         with safe_open(str(path), framework="pt") as handle:
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}

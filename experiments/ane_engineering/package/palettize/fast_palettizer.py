@@ -19,7 +19,8 @@ LUTs come from us through its public ``OpPalettizerConfig(mode="custom", lut_fun
   SHA-1 of its bytes (plus shape and dtype); a group it has not seen is computed on the spot, so a selection
   mismatch could only cost time, never correctness. ``stats["cache_misses"]`` counts them.
 - Both passes run on one PyMIL program through ``coremltools.models.utils._apply_graph_pass`` (the helper
-  ``palettize_weights`` itself uses), so the package is loaded and written once. The program is then converted
+  ``palettize_weights`` itself uses), so the package is loaded and written once; it loads the program through the
+  MIL module (package/mil/load.py, every check of a package first) instead of coremltools' unchecked loader. The program is then converted
   back with coremltools' default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (`apply_passes`; see there why).
 
 Select only conv weights (``op_types=("conv",)`` -> ``op_type_configs``), never a global config: that would also
@@ -48,14 +49,22 @@ IMPLEMENTATIONS = ("exact", "coremltools")
 REPALETTIZE_SKIPPED_PASSES = ("common::fuse_elementwise_to_batchnorm",)
 
 
+def _checked_load(mlmodel):
+    """A ``pymil_load_func`` for ``_apply_graph_pass``: the MIL module's checked load of the model's package."""
+    from ..mil.load import program_of_model
+
+    return lambda model_spec, specification_version, file_weights_dir: program_of_model(mlmodel, specification_version)
+
+
 def apply_passes(mlmodel, passes):
-    """coremltools' ``_apply_graph_pass(mlmodel, passes)`` with the program converted back by the default pass
-    pipeline minus REPALETTIZE_SKIPPED_PASSES (the same arguments ``_apply_graph_pass`` gives its conversion)."""
+    """coremltools' ``_apply_graph_pass(mlmodel, passes)`` (the program loaded by the MIL module) with the program
+    converted back by the default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (the same arguments
+    ``_apply_graph_pass`` gives its conversion)."""
     import coremltools as ct
     from coremltools.converters.mil.converter import mil_convert
     from coremltools.models.utils import _apply_graph_pass
 
-    program = _apply_graph_pass(mlmodel, passes, return_pymil_prog=True)
+    program = _apply_graph_pass(mlmodel, passes, return_pymil_prog=True, pymil_load_func=_checked_load(mlmodel))
     pipeline = ct.PassPipeline.DEFAULT
     pipeline.remove_passes(REPALETTIZE_SKIPPED_PASSES)
     spec = mlmodel.get_spec()

@@ -49,8 +49,9 @@ well:
 SSE comparison tolerance: ``SSE_RTOL`` (relative, 1e-9). Ours is "at least as good" when
 ``ours <= theirs * (1 + SSE_RTOL) + SSE_ATOL``; ties are allowed.
 
-Numba compiles with ``cache=True`` (``warmup()`` reports the first-call time, i.e. compile or cache load). The batch
-entry point runs groups on ``workers`` Python threads calling ``nogil`` compiled code, so both cores work.
+Numba compiles with ``cache=True`` where it can write a cache, without one where it cannot (core/numba_cache.py);
+``warmup()`` reports the first-call time, i.e. compile or cache load. The batch entry point runs groups on
+``workers`` Python threads calling ``nogil`` compiled code, so both cores work.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit
+from ...core.numba_cache import cached_njit
 
 __all__ = ["SSE_ATOL", "SSE_RTOL", "kmeans_1d_weighted", "palettize_group", "palettize_groups", "group_sse",
            "sse_not_worse", "warmup", "DC_MAX_K", "MAX_SOLVES", "WINDOW_RADIUS"]
@@ -94,14 +95,14 @@ RANK_OF_BITS, RANK_VALUES = _fp16_tables()
 # compiled kernels
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _cost(P0, P1, P2, j, i):
     s0 = P0[i] - P0[j]
     s1 = P1[i] - P1[j]
     return (P2[i] - P2[j]) - s1 * s1 / s0
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _prefix(x, w):
     n = x.size
     tw = 0.0
@@ -124,7 +125,7 @@ def _prefix(x, w):
     return P0, P1, P2, mu
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _solve_penalized(P0, P1, P2, n, lam, F, par, cnt, dqj, dqs):
     """min over all partitions of SSE + lam * clusters (monotone queue for Monge costs). Returns the cluster count."""
     F[0] = 0.0
@@ -190,7 +191,7 @@ def _solve_penalized(P0, P1, P2, n, lam, F, par, cnt, dqj, dqs):
     return cnt[n]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _path_cost(P0, P1, P2, n, par):
     c = 0.0
     i = n
@@ -201,7 +202,7 @@ def _path_cost(P0, P1, P2, n, par):
     return c
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _kmeans_lagrange(P0, P1, P2, n, K, bounds, max_solves):
     """Exact K-partition via the lambda search. Returns the number of solves, or -solves if it gave up."""
     F = np.empty(n + 1)
@@ -259,7 +260,7 @@ def _kmeans_lagrange(P0, P1, P2, n, K, bounds, max_solves):
     return -solves
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _kmeans_dc(P0, P1, P2, n, K, bounds):
     """Layered DP with divide-and-conquer over monotone split points; O(K n log n), exact."""
     prev = np.empty(n + 1)
@@ -320,7 +321,7 @@ def _kmeans_dc(P0, P1, P2, n, K, bounds):
     return K
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _kmeans_core(P0, P1, P2, n, K, method, bounds):
     """Exact weighted k-means of n > K sorted distinct points given their prefix sums.
 
@@ -337,7 +338,7 @@ def _kmeans_core(P0, P1, P2, n, K, method, bounds):
     return DC_FALLBACK, -solves
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _segment_means(x, w, bounds, K, out):
     for t in range(K):
         sw = 0.0
@@ -348,7 +349,7 @@ def _segment_means(x, w, bounds, K, out):
         out[t] = swx / sw
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _round_fp16(v):
     """Nearest FP16 value of a finite float64 (round half to even, like numpy's cast), as float64.
 
@@ -367,7 +368,7 @@ def _round_fp16(v):
     return q
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _fp16_segment_cost(P0, P1, P2, mu, j, i):
     """SSE of points j..i-1 around the nearest FP16 value of their mean: SSE(mean) + W (fp16(mean) - mean)^2."""
     s0 = P0[i] - P0[j]
@@ -377,7 +378,7 @@ def _fp16_segment_cost(P0, P1, P2, mu, j, i):
     return (P2[i] - P2[j]) - s1 * s1 / s0 + s0 * d * d
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _fp16_window(P0, P1, P2, mu, n, K, bounds, radius, out):
     """Best FP16-LUT partition whose every boundary lies within +-radius points of `bounds` (an exact chain DP).
 
@@ -418,7 +419,7 @@ def _fp16_window(P0, P1, P2, mu, n, K, bounds, radius, out):
     return best[K, radius]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _assign_nearest(x, w, lut, labels):
     """Nearest entry of a sorted LUT for sorted x (ties to the lower entry). Returns the weighted SSE."""
     K = lut.size
@@ -437,7 +438,7 @@ def _assign_nearest(x, w, lut, labels):
     return sse
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _fp16_lut(x, w, bounds, K, lut, labels, max_polish):
     """FP16 means of the segments, nearest-entry assignment, then FP16 Lloyd while the SSE strictly drops.
 
@@ -474,7 +475,7 @@ def _fp16_lut(x, w, bounds, K, lut, labels, max_polish):
     return sse, rounds
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _histogram(bits, rank_of_bits, counts, R):
     """Distinct values (as ranks) and counts of one FP16 group; counts[R] must be zero and is left zero."""
     m = bits.size
@@ -505,7 +506,7 @@ def _histogram(bits, rank_of_bits, counts, R):
     return ranks, w, True
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_values, row_lo, row_hi,
                     out_lut, out_idx, out_stats):
     """Palettize rows [row_lo, row_hi) of a [groups, m] uint16 view of FP16 groups.

@@ -19,7 +19,7 @@ placement/static_check.py runs the catalogue and labels the result as a predicti
 from __future__ import annotations
 
 from . import dynamic_shapes, layout, not_applicable, op_forms, op_types, precision  # noqa: F401 - registers the rules
-from .context import CheckContext, TensorRef, is_const_like, iter_operations
+from .context import CheckContext, TensorRef
 from .op_sets import ANE_OP_ALLOWLIST
 from .registry import (
            ORION_STATUSES,
@@ -50,7 +50,5 @@ __all__ = [
            "TensorRef",
            "catalogue",
            "documented",
-           "is_const_like",
-           "iter_operations",
            "rule",
 ]

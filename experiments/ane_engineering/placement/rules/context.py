@@ -16,15 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from ...package.mil.tensors import is_const_like
+from ...package.mil.walk import walk_operations
 from .registry import Finding
-from .walk import (
-    iter_operations,  # the MIL walker: this one import line names where it lives
-)
-
-
-def is_const_like(op_type: str) -> bool:
-    """const and constexpr_* ops are constants: Core ML does not place them on a compute device."""
-    return op_type == "const" or op_type.startswith("constexpr_")
 
 
 def mil_types():
@@ -87,7 +81,7 @@ class CheckContext:
         self.spec = spec
         functions = program.functions
         self.function = functions[function] if function in functions else next(iter(functions.values()))
-        self.operations = list(iter_operations(self.function))
+        self.operations = list(walk_operations(self.function))
         self.inputs = dict(self.function.inputs)
         self.outputs = list(self.function.outputs)
         self._input_ids = {id(v) for v in self.inputs.values()}

@@ -93,7 +93,7 @@ def program_op_types(block) -> set[str]:
 def executor_predict(mlmodel, data: dict, state=None) -> dict:
     """Core ML's predict, answered by the mil executor from the converted package."""
     from .executor import ExecutionError, MILExecutor
-    from ...package.program import load_program
+    from ...package.mil.load import load_program
 
     spec = mlmodel.get_spec()
     if spec.WhichOneof("Type") == "neuralNetwork":

@@ -1,6 +1,6 @@
 """MILExecutor: run a saved ML program (.mlpackage) on the CPU with numpy, the way Core ML's FP16 path stores it.
 
-What it reads: only the package. The program is loaded back with PyMIL (program.py); weights are the const values
+What it reads: only the package. The program is loaded back with PyMIL (package/mil/load.py, every check first); weights are the const values
 read from the package's weight.bin (fp16 as stored; palettized / quantized weights are decompressed from the stored
 indices and tables by the constexpr handlers). No torch model, no checkpoint, no fallback to torch.
 
@@ -15,7 +15,9 @@ What it does:
 - every op is checked at load, nested blocks included: one UnsupportedOpError lists every op type without a
   handler (or not implemented at the program's opset) with its count and first op, before anything runs;
 - control flow (cond, while_loop): each nested block is compiled into its own steps; the op's handler runs them
-  through `node.blocks`; values a block reads from outside stay alive until the op finishes;
+  through `node.blocks`; values a block reads from outside stay alive until the op finishes; one run takes at most
+  `max_loop_iterations` loop iterations (all loops counted) and a loop's values at most `max_loop_bytes`
+  (ops/control_flow.py: a loop that never ends or grows without end is refused, naming it);
 - an op that fails at run time raises ExecutionError naming the op, its type and the shapes of its inputs.
 
 Accumulation precision (`mode`, see numerics.py for the exact definitions):
@@ -54,15 +56,13 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import HarnessError
+from ...core.limits import MAX_LOOP_ITERATIONS, value_bound
 from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
+from .ops.control_flow import LoopBudget, LoopLimitError
 from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
-from ...package.program import (
-    LoadedProgram,
-    load_program,
-    static_shape,
-    var_dtype,
-    walk_operations,
-)
+from ...package.mil.load import LoadedProgram, load_program
+from ...package.mil.tensors import static_shape, var_dtype
+from ...package.mil.walk import walk_operations
 from .registry import CONSTEXPR_PREFIX, OPS, OPSETS, OpDef, OpNode, UnsupportedOpError
 
 
@@ -186,9 +186,12 @@ class MILExecutor:
 
     def __init__(self, package: str | Path | LoadedProgram, mode: str = FP32_ACCUMULATE, *,
                  strict_chunk: int = 1, function_name: str | None = None, keep_program: bool = False,
-                 registry: dict[str, OpDef] | None = None, threads: int | None = None):
+                 registry: dict[str, OpDef] | None = None, threads: int | None = None,
+                 max_loop_iterations: int = MAX_LOOP_ITERATIONS, max_loop_bytes: int | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+        self._loop_budget = LoopBudget(max_loop_iterations,
+                                       value_bound() if max_loop_bytes is None else max_loop_bytes)
         started = time.perf_counter()
         loaded = package if isinstance(package, LoadedProgram) else load_program(package, function_name)
         self.read_seconds = time.perf_counter() - started
@@ -266,6 +269,8 @@ class MILExecutor:
             )
             op_def = self._registry[op.op_type]
             handler = op_def.handler
+            if op.op_type == "while_loop":
+                node.cache["loop_budget"] = self._loop_budget
             out_slots = [new_slot(v) for v in op.outputs]
             if op.op_type == "const":
                 value = self._finish(node, handler(node, {"val": _const_value(op.outputs[0])}, self.num))
@@ -396,7 +401,7 @@ class MILExecutor:
     def _call(self, node: OpNode, handler: Callable, args: dict) -> list:
         try:
             result = handler(node, args, self.num)
-        except (UnsupportedOpError, ExecutionError):
+        except (UnsupportedOpError, ExecutionError, LoopLimitError):
             raise
         except Exception as exc:  # name the op and what it received, keep the cause
             raise ExecutionError(f"{node.where()} failed on inputs ({_summarise_args(args)}): "
@@ -431,6 +436,7 @@ class MILExecutor:
 
     def _run(self, feeds, as_float32, observe):
         started = time.perf_counter()
+        self._loop_budget.reset()
         env: list[Any] = [None] * len(self._slot_names)
         for name, slot in self._input_slots.items():
             env[slot] = feeds.pop(name)

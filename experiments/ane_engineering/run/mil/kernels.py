@@ -11,7 +11,8 @@ Checked: fp32 -> fp16 equals numpy's astype(np.float16) bit for bit over all 2^3
 fp16 -> fp32 equals numpy over all 65,536 halves, except NaN payloads (NaN stays NaN; the hardware sets the
 quiet bit of signalling NaNs, numpy keeps them as they are).
 A self-check against numpy runs when the kernels are first compiled; if numba is missing or the check
-fails, numpy's casts are used. Results are identical either way.
+fails, numpy's casts are used. Results are identical either way. Where numba can write no cache directory (a
+read-only install), the kernels are compiled without the on-disk cache (core/numba_cache.py).
 
 Threads: large kernels and large matmuls are split into `threads` slices run on a small pool of Python threads
 (numba kernels and BLAS release the GIL), with BLAS itself pinned to one thread while a program runs. Python
@@ -34,6 +35,8 @@ try:  # numba is optional: without it numpy's casts and ufuncs are used
     from llvmlite import ir as _ir
     from numba import njit as _njit
     from numba import types as _nbtypes
+
+    from ...core.numba_cache import cached_njit as _cached_njit
     from numba.extending import intrinsic as _intrinsic
 except Exception:  # noqa: BLE001
     _njit = None
@@ -54,19 +57,19 @@ if _njit is not None:
     # Loops run over sliced views with range(n): numba vectorizes those, not range(start, stop) over the whole.
     # error_model="numpy": x / 0 gives inf or nan as in numpy (numba's default would raise ZeroDivisionError).
 
-    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
     def _k_f32_to_f16(src, dst, start, stop):  # src: float32, dst: uint16 view of float16
         s, d = src[start:stop], dst[start:stop]
         for i in range(s.size):
             d[i] = _f32_to_half(s[i])
 
-    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
     def _k_f16_to_f32(src, dst, start, stop):  # src: uint16 view of float16, dst: float32
         s, d = src[start:stop], dst[start:stop]
         for i in range(s.size):
             d[i] = _half_to_f32(s[i])
 
-    @_njit(nogil=True, boundscheck=False, cache=True, error_model="numpy")
+    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
     def _k_binary16(op, a, b, dst, start, stop):
         # a, b, dst: uint16 views of fp16 arrays of the output's size; a or b may hold a single broadcast value
         d = dst[start:stop]

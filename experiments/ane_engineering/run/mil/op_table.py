@@ -11,6 +11,7 @@ Nothing in the table is typed by hand.
 
 from __future__ import annotations
 
+from ...core.limits import MAX_LOOP_ITERATIONS
 from ...core.provenance import REPOSITORY_ROOT
 from .registry import OPS, OPSETS
 
@@ -71,4 +72,21 @@ def render() -> str:
     extra = sorted(set(OPS) - core_any)
     if extra:
         lines += ["", "Registered here but not a coremltools core op: " + ", ".join(f"`{op}`" for op in extra) + "."]
+    lines += ["", *limits_section()]
     return "\n".join(lines) + "\n"
+
+
+def limits_section() -> list[str]:
+    """What the executor bounds, with the values it uses (core/limits.py, run/mil/ops/control_flow.py)."""
+    return [
+        "## Limits",
+        "",
+        f"- `while_loop`: one run of a program takes at most {MAX_LOOP_ITERATIONS:,} loop iterations, every loop "
+        "counted (nested loops too); a program that loops longer is refused with the loop named. Raise the cap with "
+        "`python -m experiments.ane_engineering.execute --max-loop-iterations N` (or `MILExecutor(..., "
+        "max_loop_iterations=N)`). A loop's values may hold at most a quarter of physical memory between iterations "
+        "(a loop that grows a tensor without end is refused the same way).",
+        "- Packages are loaded by the MIL module (experiments/ane_engineering/package/mil): a package with a symlink or "
+        "special file, a Core ML Manifest.json item outside it, a damaged weight.bin or an inconsistent program is "
+        "refused in one line before any op runs.",
+    ]

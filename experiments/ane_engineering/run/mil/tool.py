@@ -2,7 +2,9 @@
 inputs from an .npz, run the package and turn its outputs into arrays (the command writes them atomically).
 
 A package is either an .mlpackage (made by anything: coremltools.convert of any model) or one of our export
-directories holding model.mlpackage and manifest.json; nothing here reads the manifest.
+directories holding model.mlpackage and manifest.json; nothing here reads the manifest. Describing and running both
+load the package through the MIL module (package/mil/load.py), which refuses a damaged or inconsistent package, or
+one leading outside itself, in one line; the inputs file is read against the loaded program (npz_inputs.py).
 
 Outputs: one array per output name. Tensors keep their declared dtype (fp16 stays fp16); a classifier's label is
 a 0-d array (str or int64) and its probability dictionary a 1-d structured array with fields `class` and
@@ -12,17 +14,12 @@ a 0-d array (str or int64) and its probability dictionary a 1-d structured array
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import HarnessError
+from ...core.limits import MAX_LOOP_ITERATIONS
 from .numerics import FP32_ACCUMULATE
-
-
-class NpzError(HarnessError):
-    """An inputs file that is not a plain .npz of numeric arrays."""
 
 
 def package_path(path: Path) -> Path:
@@ -37,7 +34,8 @@ def package_path(path: Path) -> Path:
 def describe_package(path: Path, function_name: str | None = None) -> dict:
     """Inputs, outputs (shapes, types), opset, op counts and the ops this executor cannot run; builds nothing."""
     from .executor import unsupported_ops
-    from ...package.program import load_program, walk_operations
+    from ...package.mil.load import load_program
+    from ...package.mil.walk import walk_operations
 
     loaded = load_program(package_path(path), function_name)
     problems = unsupported_ops(loaded.operations(), loaded.opset)
@@ -79,14 +77,6 @@ def format_description(info: dict) -> str:
     return "\n".join(lines)
 
 
-def read_inputs(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, zipfile.BadZipFile, EOFError) as error:  # object arrays (pickles), not a zip, truncated
-        raise NpzError(f"{path}: not a plain .npz of numeric arrays ({error})") from error
-
-
 def outputs_as_arrays(outputs: dict) -> dict[str, np.ndarray]:
     arrays = {}
     for name, value in outputs.items():
@@ -102,9 +92,14 @@ def outputs_as_arrays(outputs: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCUMULATE,
-                function_name: str | None = None) -> dict[str, np.ndarray]:
+def load_executor(path: Path, mode: str = FP32_ACCUMULATE, function_name: str | None = None,
+                  max_loop_iterations: int = MAX_LOOP_ITERATIONS):
     from .executor import MILExecutor
 
-    executor = MILExecutor(package_path(path), mode=mode, function_name=function_name)
-    return outputs_as_arrays(executor.run(inputs))
+    return MILExecutor(package_path(path), mode=mode, function_name=function_name,
+                       max_loop_iterations=max_loop_iterations)
+
+
+def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCUMULATE,
+                function_name: str | None = None, max_loop_iterations: int = MAX_LOOP_ITERATIONS) -> dict[str, np.ndarray]:
+    return outputs_as_arrays(load_executor(path, mode, function_name, max_loop_iterations).run(inputs))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 # (executor module, program loader module, executor source folder), newest layout first
 LAYOUTS = (
+    ("experiments.ane_engineering.run.mil.executor", "experiments.ane_engineering.package.mil.load",
+     "experiments/ane_engineering/run/mil"),
     ("experiments.ane_engineering.run.mil.executor", "experiments.ane_engineering.package.program",
      "experiments/ane_engineering/run/mil"),
     ("experiments.ane_engineering.execute.executor", "experiments.ane_engineering.execute.program",
