@@ -74,7 +74,7 @@ def palettized_contents(package: Path) -> dict:
 
     program, _ = load_program(package)
     producers = {out.name: op for op in iter_operations(program) for out in op.outputs}
-    eligible, palettized, bits, groups, axes, per_weight = [], [], set(), set(), set(), {}
+    eligible, palettized, bits, groups, axes, per_weight, elements = [], [], set(), set(), set(), {}, {}
     for op in iter_operations(program):
         if op.op_type not in OP_TYPES:
             continue
@@ -96,9 +96,11 @@ def palettized_contents(package: Path) -> dict:
             per_weight[const] = nbits
         else:
             per_weight[const] = 16
+        elements[const] = int(np.prod(weight.shape))
     return {"eligible_weights": len(eligible), "palettized_weights": len(palettized), "bits": sorted(bits),
             "group_sizes": sorted(groups), "group_axes": sorted(axes),
-            "unpalettized": [n for n in eligible if n not in palettized], "weight_bits": per_weight}
+            "unpalettized": [n for n in eligible if n not in palettized], "weight_bits": per_weight,
+            "weight_elements": elements}
 
 
 def require_contents(contents: dict, bits: int, group_size: int, allocation: dict | None = None,
@@ -132,14 +134,15 @@ def require_contents(contents: dict, bits: int, group_size: int, allocation: dic
 def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, group_size: int, workers: int = 2,
                         implementation: str = "auto", progress=None, *, group_axis: str = "output",
                         weighting: str = "none", calibration: Path | None = None, source: str | None = None,
-                        allocation: dict | None = None) -> dict:
+                        allocation: dict | None = None, sensitivities_file: Path | None = None) -> dict:
     """Palettize `parent_dir`'s package into `output` (new) and seal its manifest; returns the palettize report.
 
     group_axis: LUTs per group of output or input channels. weighting "fisher": the k-means minimises the
     Fisher-weighted squared error (package/palettize/sensitivity.py) over `calibration` (default: the committed
     calibration set of the package's task); it needs the source checkpoint (`source`, default the manifest's).
     allocation: {layer: bits} (layers as `layer_of` names them, 16 = left dense) for a mixed-bit package; `bits`
-    is then the largest allocated width."""
+    is then the largest allocated width. sensitivities_file: Fisher sensitivities computed once beforehand
+    (`Sensitivities.save`; a sweep shares them between its candidates), checked against the weights by hash."""
     if allocation is not None:
         if not allocation or not set(allocation.values()) <= set(BITS) | {DENSE_BITS}:
             raise PalettizeError(f"an allocation gives every layer one of {BITS} or {DENSE_BITS} bits, got {allocation}")
@@ -164,7 +167,13 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
     say = progress or (lambda message: None)
     parent = uncompressed_parent(parent_dir)
     sensitivities = None
-    if weighting == "fisher":
+    if sensitivities_file is not None:
+        from ..package.palettize.sensitivity import Sensitivities
+
+        if weighting != "fisher" or calibration is not None:
+            raise PalettizeError("a sensitivities file stands for --weighting fisher and its own calibration set")
+        sensitivities = Sensitivities.load(sensitivities_file)
+    elif weighting == "fisher":
         from ..checkpoint import load_checkpoint
         from ..package.palettize.sensitivity import fisher_sensitivities
 

@@ -70,6 +70,7 @@ SSE_ATOL = 1e-18  # absolute slack for groups whose SSE is 0 up to float64 noise
 DC_MAX_K = 2  # k at or below this uses the D&C DP directly (one or two layers are cheaper than the lambda search)
 WINDOW_RADIUS = 3  # FP16 window step: each boundary may move this many distinct points (0 disables)
 MAX_SOLVES = 60  # penalised solves before the lambda search gives up and falls back to the D&C DP
+WEIGHT_FLOOR = 1e-12  # weighted objective: a distinct value below this fraction of its group's weight is weightless
 
 # Method codes in the per-group statistics.
 TRIVIAL, LAGRANGE, DC, DC_FALLBACK = 0, 1, 2, 3
@@ -573,12 +574,20 @@ def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_va
         x_all = np.empty(n_all)
         for q in range(n_all):
             x_all[q] = rank_values[ranks[q]]
+        # A value weighing less than WEIGHT_FLOOR of the group's total counts as weightless: float64 prefix sums
+        # cannot resolve it (a segment's weight is a difference of sums of the total's size), and it moves the
+        # objective by less than that fraction.
+        floor = 0.0
+        for q in range(n_all):
+            floor += w[q]
+        floor *= WEIGHT_FLOOR
         positive = 0
         for q in range(n_all):
-            if w[q] > 0.0:
+            if w[q] > floor:
                 positive += 1
         if positive == 0:  # no element carries weight: the unweighted problem
             w = c
+            floor = 0.0
             positive = n_all
         if positive == n_all:
             x, wk = x_all, w
@@ -587,7 +596,7 @@ def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_va
             wk = np.empty(positive)
             q2 = 0
             for q in range(n_all):
-                if w[q] > 0.0:
+                if w[q] > floor:
                     x[q2] = x_all[q]
                     wk[q2] = w[q]
                     q2 += 1

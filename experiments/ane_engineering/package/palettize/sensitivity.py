@@ -114,23 +114,52 @@ def _embedding_fisher(module, checkpoint, calibration: Path, length: int, params
             "seed": SEED, "loss": "Gaussian log-likelihood of the unit embedding, targets drawn from N(e, I)"}
 
 
+def _fp16_digest(value: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float16)).tobytes()).hexdigest()
+
+
 class Sensitivities:
     """Per-const sensitivity arrays (the const's shape), looked up by `__call__(const_name, value)` as
-    fast_palettizer's `sensitivities` hook wants; a const that is not a conv weight of the module gets None."""
+    fast_palettizer's `sensitivities` hook wants; a const that is not a conv weight of the module gets None.
+    Each array carries the SHA-256 of the FP16 weight it belongs to, checked at lookup. `save`/`load` keep them in a
+    safetensors file (a sweep computes them once for all its candidates)."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], record: dict):
-        self.arrays, self.record, self.used, self.unweighted = arrays, record, set(), set()
+    def __init__(self, arrays: dict[str, np.ndarray], digests: dict[str, str], record: dict):
+        self.arrays, self.digests, self.record, self.used, self.unweighted = arrays, digests, record, set(), set()
 
     def __call__(self, name: str, value: np.ndarray):
         if name not in self.arrays:
             self.unweighted.add(name)
             return None
-        array, reference = self.arrays[name]
-        if value.shape != array.shape or not np.array_equal(np.asarray(value, np.float16), reference):
+        array = self.arrays[name]
+        if value.shape != array.shape or _fp16_digest(value) != self.digests[name]:
             raise SensitivityError(f"{name}: the package's weight is not the FP16 rounding of the source parameter "
                                    "it is named after; the package was exported from other weights")
         self.used.add(name)
         return array
+
+    def save(self, path: Path) -> str:
+        """Write the arrays (float32) with the digests and record as metadata; returns the file's SHA-256."""
+        import json
+
+        from safetensors.numpy import save_file
+
+        save_file({k: v.astype(np.float32) for k, v in self.arrays.items()}, str(path),
+                  metadata={"digests": json.dumps(self.digests), "record": json.dumps(self.record)})
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+    @classmethod
+    def load(cls, path: Path) -> "Sensitivities":
+        import json
+
+        from safetensors import safe_open
+        from safetensors.numpy import load_file
+
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = handle.metadata()
+        record = json.loads(metadata["record"])
+        record["file_sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return cls(load_file(str(path)), json.loads(metadata["digests"]), record)
 
 
 def fisher_sensitivities(checkpoint, kind: str, length: int, calibration: Path | None = None,
@@ -164,10 +193,10 @@ def fisher_sensitivities(checkpoint, kind: str, length: int, calibration: Path |
             p.requires_grad_(False)
     if not info["inputs"]:
         raise SensitivityError(f"{calibration}: no calibration input fits the bucket of {length} tokens")
-    arrays = {const_name(name): (s.numpy(), p.detach().numpy().astype(np.float16))
-              for (name, p), s in zip(weights.items(), sums)}
+    arrays = {const_name(name): s.numpy().astype(np.float32) for name, s in zip(weights, sums)}
+    digests = {const_name(name): _fp16_digest(p.detach().numpy()) for name, p in weights.items()}
     record = {"method": "fisher", "model": "FP32 BC1S module of the package's kind and length",
               "calibration": {"path": calibration.name,
                               "sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(), **info},
               "seconds": time.perf_counter() - started}
-    return Sensitivities(arrays, record)
+    return Sensitivities(arrays, digests, record)
