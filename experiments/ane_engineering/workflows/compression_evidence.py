@@ -7,8 +7,8 @@ embedding gates) in a new directory:
   committed held-out set, `golden --fixture`);
 - sweep/: the exact k-means grid at the first length (bits x group sizes x grouping axes x weightings none and
   fisher), every candidate validated on the golden and the held-out set, plus the mixed-bit walk;
-- sweep-coremltools/: coremltools' own ``palettize_weights`` k-means on the same weights, groups and axes, under
-  the same gates (so sizes and gate figures sit side by side);
+- sweep-coremltools/: coremltools' own ``palettize_weights`` k-means on the same weights and groups (its default
+  axis, output channels), under the same gates (so sizes and gate figures sit side by side);
 - sweep-L<n>/: the 8-bit grid at each further length (the decision gates hold per bucket);
 - sse.json: per weight group, the squared error of the exact k-means and of coremltools' against the FP16 weights,
   read back from the two sweeps' packages (ours <= theirs, ties allowed, is what it checks).
@@ -148,7 +148,8 @@ class StageFailed(Exception):
 
 
 def family_chain(chain: Chain, commands: dict, root: Path, source: str, kind: str, lengths: list[int], bits: str,
-                 group_sizes: str, jobs: int, mixed_bits: bool, executor: str = "local") -> None:
+                 group_sizes: str, jobs: int, mixed_bits: bool, executor: str = "local",
+                 group_axes: str = "input,output") -> None:
     """The stages of one family into `root` (see the module docstring); `commands` holds the probe, golden and
     sweep commands' main functions (the workflows layer does not import the commands above it)."""
     from ..package.inputs.questions import HELDOUT_QUESTIONS_PATH
@@ -167,18 +168,18 @@ def family_chain(chain: Chain, commands: dict, root: Path, source: str, kind: st
             ["--source", source, *task, "--fixture", str(heldout), "--output", str(root / "heldout-golden.json")])
     common = ["--source", source, "--golden", str(root / "golden.json"), "--heldout-golden",
               str(root / "heldout-golden.json"), "--heldout-fixture", str(heldout), "--jobs", str(jobs),
-              "--modes", "kmeans", "--group-sizes", group_sizes, "--group-axes", "input,output",
-              "--executor", executor]
+              "--modes", "kmeans", "--group-sizes", group_sizes, "--executor", executor]
     first = root / "packages" / f"{kind}-{lengths[0]}"
     chain.command(f"exact k-means sweep at L{lengths[0]}, weighted and not, with the mixed-bit walk", commands["sweep"],
-            ["--package", str(first), *common, "--bits", bits, "--weightings", "none,fisher",
+            ["--package", str(first), *common, "--group-axes", group_axes, "--bits", bits, "--weightings", "none,fisher",
              *(["--mixed-bits"] if mixed_bits else []), "--output", str(root / "sweep")], False)
     chain.command(f"coremltools k-means sweep at L{lengths[0]}", commands["sweep"],
-            ["--package", str(first), *common, "--bits", bits, "--weightings", "none",
+            ["--package", str(first), *common, "--group-axes", "output", "--bits", bits, "--weightings", "none",
              "--implementation", "coremltools", "--output", str(root / "sweep-coremltools")], False)
     for length in lengths[1:]:
         chain.command(f"8-bit sweep at L{length}", commands["sweep"],
-                ["--package", str(root / "packages" / f"{kind}-{length}"), *common, "--bits", "8",
+                ["--package", str(root / "packages" / f"{kind}-{length}"), *common, "--group-axes", group_axes,
+                 "--bits", "8",
                  "--weightings", "none,fisher", "--output", str(root / f"sweep-L{length}")], False)
     chain.stage("per-group SSE, exact against coremltools", sse_evidence, first, root / "sweep",
                 root / "sweep-coremltools", root / "sse.json")
@@ -191,7 +192,7 @@ BUILTIN_TINY = (("decisions", "builtin:tiny", "body", [96], True),)
 
 
 def run_compression_evidence(output: Path, families, commands: dict, bits: str, group_sizes: str, jobs: int,
-                             executor: str = "local") -> int:
+                             executor: str = "local", group_axes: str = "input,output") -> int:
     """Every family's chain into a staging sibling of `output` (refused if it exists), published when all ran; a
     chain that stops leaves the staging directory renamed `<output>.failed-<time>` for a look. Returns 0 or 1."""
     import os
@@ -208,14 +209,14 @@ def run_compression_evidence(output: Path, families, commands: dict, bits: str, 
     try:
         for family, source, kind, lengths, mixed in families:
             family_chain(chain, commands, staging / family, source, kind, lengths, bits, group_sizes, jobs, mixed,
-                         executor)
+                         executor, group_axes)
     except StageFailed as error:
         print(f"error: {error}", file=sys.stderr)
         status = 1
     finally:
         (staging / "compression.json").write_text(json.dumps(
             {"families": [{"family": f, "source": s, "kind": k, "lengths": list(n), "mixed_bits": m}
-                          for f, s, k, n, m in families], "bits": bits, "group_sizes": group_sizes, "jobs": jobs,
+                          for f, s, k, n, m in families], "bits": bits, "group_sizes": group_sizes, "group_axes": group_axes, "jobs": jobs,
              "executor": executor, "stages": chain.log, "seconds": time.perf_counter() - started,
              "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint()}, indent=1) + "\n",
             encoding="utf-8")

@@ -88,11 +88,12 @@ def palettized_contents(package: Path) -> dict:
             palettized.append(op.name)
             lut = source.inputs["lut"].shape
             nbits = int(np.log2(lut[-2]))
-            axis = "input" if int(lut[0]) == 1 and int(lut[1]) > 1 else "output"
-            group = int(weight.shape[0]) // int(lut[0]) if axis == "output" else int(weight.shape[1]) // int(lut[1])
             bits.add(nbits)
-            groups.add(group)
-            axes.add(axis)
+            if int(lut[0]) > 1 or int(lut[1]) > 1:  # one LUT for the whole weight fits either axis: no evidence
+                axis = "input" if int(lut[0]) == 1 else "output"
+                groups.add(int(weight.shape[0]) // int(lut[0]) if axis == "output"
+                           else int(weight.shape[1]) // int(lut[1]))
+                axes.add(axis)
             per_weight[const] = nbits
         else:
             per_weight[const] = 16
@@ -112,7 +113,7 @@ def require_contents(contents: dict, bits: int, group_size: int, allocation: dic
         raise PalettizeError(f"palettization changed nothing: none of the {contents['eligible_weights']} conv weights "
                              f"over {WEIGHT_THRESHOLD} elements got a LUT (group size {group_size} cannot split their "
                              "channels?)")
-    if contents["group_sizes"] != [group_size] or contents["group_axes"] != [group_axis]:
+    if contents["group_sizes"] not in ([], [group_size]) or contents["group_axes"] not in ([], [group_axis]):
         raise PalettizeError(f"the package holds LUTs over groups of {contents['group_sizes']} along "
                              f"{contents['group_axes']}, not the requested group {group_size} along {group_axis}")
     if allocation is not None:

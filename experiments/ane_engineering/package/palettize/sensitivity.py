@@ -144,8 +144,9 @@ class Sensitivities:
 
         from safetensors.numpy import save_file
 
+        record = {k: v for k, v in self.record.items() if k != "seconds"}  # the file holds no measured time
         save_file({k: v.astype(np.float32) for k, v in self.arrays.items()}, str(path),
-                  metadata={"digests": json.dumps(self.digests), "record": json.dumps(self.record)})
+                  metadata={"digests": json.dumps(self.digests), "record": json.dumps(record, sort_keys=True)})
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
     @classmethod
