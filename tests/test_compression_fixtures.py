@@ -69,3 +69,19 @@ def test_every_set_fits_the_smallest_bucket_of_the_real_weights():
                    for q in load_questions(path)) <= 96
     for path in (CALIBRATION_TEXTS_PATH, HELDOUT_TEXTS_PATH):
         assert max(len(token_ids(checkpoint.tokenizer, t.text)) for t in load_text_fixture(path)) <= 96
+
+
+def test_the_held_out_questions_are_decided_beyond_what_the_probability_gate_allows():
+    """A candidate within the probability gate moves each probability by at most PROBABILITY_ERROR_MAX, so a
+    decision whose FP32 top-1/top-2 margin exceeds twice that cannot flip legitimately: on the held-out set the
+    argmax gate and the probability gate agree (calibrated and action probabilities, both built-in decision heads)."""
+    from experiments.ane_engineering.checkpoint import load_checkpoint
+    from experiments.ane_engineering.core import gates
+    from experiments.ane_engineering.validation.golden import reference_decisions
+
+    questions = load_questions(HELDOUT_QUESTIONS_PATH)
+    for source in ("builtin:tiny", "builtin:minilm-decision"):
+        for record in reference_decisions(load_checkpoint(source), questions):
+            for key in ("calibrated", "action_probabilities"):
+                top = sorted(record[key], reverse=True)
+                assert top[0] - top[1] > 2 * gates.PROBABILITY_ERROR_MAX, (source, record["question_id"], key)
