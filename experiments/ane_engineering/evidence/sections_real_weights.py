@@ -228,7 +228,8 @@ def _sse_lines(ledger: Ledger, path: Path) -> list[str]:
     ev = ledger.open(path)
     lines = ["##### Exact k-means against coremltools' `palettize_weights` on the same weights and groups", "",
              f"Evidence: {link(ev)}. Per LUT group, the squared error against the FP16 weights of each package "
-             "(unweighted objective); 'not worse' allows ties (relative 1e-9).", "",
+             "(unweighted objective); 'not worse' allows ties (relative "
+             + (ev.fig("pairs", 0, "sse", "comparison_rtol", fmt="g") if ev.value("pairs") else "-") + ").", "",
              "| bits | group | axis | groups | exact not worse | total SSE exact / coremltools | median ratio | worst ratio "
              "| size exact / coremltools (bytes) | gates exact / coremltools |",
              "|---|---|---|---|---|---|---|---|---|---|"]

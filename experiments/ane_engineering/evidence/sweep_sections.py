@@ -55,7 +55,8 @@ def weighting_comparison(sweep: Document) -> list[str]:
             if a is not None and b is not None:
                 verdict = "better" if b < a else ("WORSE" if b > a else "equal")
         lines.append(
-            f"| {bits} | {group} | {axis} | {fig_or_dash(sweep, ('candidates', plain, key), fmt)} | "
+            f"| {sweep.fig('candidates', plain, 'bits', fmt='d')} | {sweep.fig('candidates', plain, 'group_size', fmt='d')} "
+            f"| {sweep.fig('candidates', plain, 'group_axis')} | {fig_or_dash(sweep, ('candidates', plain, key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', weighted, key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', plain, 'heldout', key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', weighted, 'heldout', key), fmt)} | {verdict} |")
@@ -73,7 +74,8 @@ def mixed_bits_sections(sweep: Document) -> list[str]:
              f"calibration set `{sweep.value('mixed_bits', 'calibration', 'fixture')}`; k-means group "
              f"{sweep.fig('mixed_bits', 'settings', 'group_size')} along {settings['group_axis']}, weighting "
              f"{settings['weighting']}):", "",
-             "| layer | weights | " + " | ".join(f"W{b}" for b in widths) + " |",
+             "| layer | weights | " + " | ".join(f"W{sweep.fig('mixed_bits', 'widths', i, fmt='d')}"
+                                                 for i in range(len(widths))) + " |",
              "|---|---|" + "---|" * len(widths)]
     for i, layer in enumerate(walk["layers"]):
         lines.append(f"| {sweep.fig('mixed_bits', 'layers', i, 'layer')} | "
@@ -81,15 +83,18 @@ def mixed_bits_sections(sweep: Document) -> list[str]:
                      + " | ".join(fig_or_dash(sweep, ('mixed_bits', 'layers', i, 'sensitivity', b), 'num3')
                                   for b in widths) + " |")
     held = sweep.data.get("heldout") is not None
-    boundary = ", ".join(walk["boundary_layers"]) or "none"
-    lines += ["", f"The greedy walk from all-8-bit (boundary layers kept at 8: {boundary}); every step is a sealed "
+    boundary = ", ".join(sweep.fig("mixed_bits", "boundary_layers", i) for i in range(len(walk["boundary_layers"])))
+    lines += ["", f"The greedy walk down from every layer at W{sweep.fig('mixed_bits', 'widths', 0, fmt='d')} "
+              f"(boundary layers kept at W{sweep.fig('mixed_bits', 'boundary_bits', fmt='d')}: {boundary or 'none'}); "
+              "every step is a sealed "
               "package validated under the unchanged gates -- the size-error frontier, passing steps marked:", "",
               f"| step | moved | mean bits | size (MB) | vs FP16 | {label} | "
               + (f"held-out {label} | " if held else "") + "gates |",
               "|---|---|---|---|---|---|" + ("---|" if held else "") + "---|"]
     for i, step in enumerate(walk["steps"]):
         row = ("mixed_bits", "steps", i)
-        lines.append(f"| {sweep.fig(*row, 'step', fmt='d')} | {step['moved'] or 'all 8-bit'} | "
+        moved = sweep.fig(*row, "moved") if step["moved"] else "(start)"
+        lines.append(f"| {sweep.fig(*row, 'step', fmt='d')} | {moved} | "
                      f"{sweep.fig(*row, 'mean_bits', fmt='.2f')} | {fig_or_dash(sweep, row + ('package_mb',), '.3f')} | "
                      f"{fig_or_dash(sweep, row + ('size_ratio_vs_fp16',), '.3f')} | "
                      f"{fig_or_dash(sweep, row + (key,), fmt)} | "
