@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, machine, portable_path, tool_versions
 
 SSE_RTOL = 1e-9  # as package/palettize/kmeans_exact.SSE_RTOL: ours <= theirs (1 + rtol) + atol counts as not worse
@@ -143,7 +144,7 @@ class Chain:
         self.log[-1]["exit_status"] = status
 
 
-class StageFailed(Exception):
+class StageFailed(HarnessError):
     pass
 
 
