@@ -269,6 +269,6 @@ def section_compression(ledger: Ledger, evidence_root: Path) -> list[str]:
             lines += _sweep_lines(ledger, directory / "sweep-coremltools" / "sweep.json",
                                   "coremltools' k-means on the same weights and groups")
             for longer in sorted(directory.glob("sweep-L*/sweep.json")):
-                lines += _sweep_lines(ledger, longer, "The 8-bit grid at a longer bucket")
+                lines += _sweep_lines(ledger, longer, "The top-width grid at a longer bucket")
             lines += _sse_lines(ledger, directory / "sse.json")
     return lines
