@@ -71,7 +71,8 @@ def _gates(golden, candidate) -> dict:
     ranking = similarity_ranking(golden, candidate, [str(i) for i in range(len(golden))])
     return {"cosine": all(r["cosine"] >= gates.EMBEDDING_COSINE_MIN for r in per_text),
             "abs": all(r["max_abs_error"] <= gates.EMBEDDING_ABS_MAX for r in per_text),
-            "ranking": ranking["passed"], "min_cosine": min(r["cosine"] for r in per_text)}
+            "ranking": ranking["passed"], "similarity": ranking["similarity_passed"],
+            "min_cosine": min(r["cosine"] for r in per_text)}
 
 
 def _swapped_heads(tensors, layer: int, a: int, b: int, head_dim: int) -> dict:
@@ -94,7 +95,7 @@ def test_the_fp32_bc1s_embedder_passes_and_real_defects_fail(minilm, golden_and_
 
     wrong_eps = replace(minilm, config=replace(minilm.config, encoder=replace(minilm.config.encoder, layer_norm_eps=1e-3)))
     result = _gates(golden, _bc1s_embeddings(wrong_eps, ids))
-    assert not result["cosine"] and not result["abs"] and not result["ranking"]
+    assert not result["similarity"] and not result["ranking"] and not result["cosine"] and not result["abs"]
 
     positions = minilm.tensors["embeddings.position_embeddings.weight"][:LENGTH].T.reshape(1, -1, 1, LENGTH)
 
@@ -102,11 +103,11 @@ def test_the_fp32_bc1s_embedder_passes_and_real_defects_fail(minilm, golden_and_
         inputs["embeddings"] = inputs["embeddings"] - positions  # (1, C, 1, L): word + type rows only
 
     result = _gates(golden, _bc1s_embeddings(minilm, ids, drop_positions))
-    assert not result["cosine"] and not result["abs"] and not result["ranking"]
+    assert not result["similarity"] and not result["ranking"] and not result["cosine"] and not result["abs"]
 
     swapped = replace(minilm, tensors=_swapped_heads(minilm.tensors, 2, 0, 5, minilm.config.encoder.head_dim))
     result = _gates(golden, _bc1s_embeddings(swapped, ids))
-    assert not result["cosine"] and not result["abs"] and not result["ranking"]
+    assert not result["similarity"] and not result["ranking"] and not result["cosine"] and not result["abs"]
 
 
 def test_a_slightly_wrong_epsilon_is_within_the_budget_but_not_within_the_oracle_bound(minilm, golden_and_ids):
@@ -127,6 +128,16 @@ def test_a_slightly_wrong_epsilon_is_within_the_budget_but_not_within_the_oracle
 def _unit(*rows):
     array = np.asarray(rows, dtype=np.float64)
     return array / np.linalg.norm(array, axis=1, keepdims=True)
+
+
+def test_the_similarity_gate_counts_a_wrong_norm():
+    """Each text with itself is one of the gated similarities: a candidate 1% too long moves e_i . e_i by 0.0201
+    and fails, though every direction (cosine 1) and every ranking is intact."""
+    golden = _unit([1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8])
+    report = similarity_ranking(golden, golden * 1.01, ["a", "b", "c"])
+    assert report["passed"] and not report["similarity_passed"]
+    assert report["max_self_similarity_error"] == pytest.approx(0.0201)
+    assert similarity_ranking(golden, golden * 1.004, ["a", "b", "c"])["similarity_passed"]
 
 
 def test_ranking_gate_fails_only_on_resolved_swaps():

@@ -2,9 +2,11 @@
 
 `--task decisions` (the default for a source with a decision head) stores per question the raw option logits,
 calibrated probabilities, action logits and probabilities, decisions and token usage. `--task embeddings` (the
-default for an encoder-only source) stores per text (question texts and package/inputs/fixtures/sentences.json) the mean-pooled,
-L2-normalised FP32 sentence embedding, for validating embedding-kind packages. Both record the fixture hash and
-the source hashes. Refuses an existing output.
+default for an encoder-only source) stores per text (question texts and package/inputs/fixtures/sentences.json, or
+the texts of `--fixture FILE` in the sentences.json format) the mean-pooled, L2-normalised FP32 sentence embedding,
+for validating embedding-kind packages. Both record the fixture hash and the source hashes; `validate` and `sweep`
+take the same `--fixture` and refuse a golden made from another. Committed held-out sets:
+package/inputs/fixtures/questions_heldout.json and texts_heldout.json. Refuses an existing output.
 """
 
 from __future__ import annotations
@@ -60,13 +62,16 @@ def main(argv=None) -> int:
 
 
 def write_embedding_golden(checkpoint, args) -> int:
-    from .package.inputs.texts import load_texts
+    from .package.inputs.texts import texts_of
     from .validation.embedding_golden import make_embedding_golden
 
-    if args.adapter is not None or args.fixture != FIXTURE_PATH:
-        raise UsageError("--task embeddings takes neither --adapter nor --fixture (its texts are the committed ones)")
-    with tqdm(total=len(load_texts()), desc="golden embeddings (FP32 reference)", unit="text", file=sys.stderr) as bar:
-        golden = make_embedding_golden(checkpoint, progress=lambda _: bar.update())
+    if args.adapter is not None:
+        raise UsageError("--task embeddings takes no --adapter")
+    # --fixture for embeddings: a text file in the sentences.json format; its default stands for the default texts
+    fixture = None if args.fixture == FIXTURE_PATH else args.fixture
+    with tqdm(total=len(texts_of(fixture)[0]), desc="golden embeddings (FP32 reference)", unit="text",
+              file=sys.stderr) as bar:
+        golden = make_embedding_golden(checkpoint, progress=lambda _: bar.update(), fixture=fixture)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.output}: {len(golden['embeddings'])} embeddings ({len(golden['texts']['skipped'])} texts "

@@ -4,9 +4,11 @@ Every evaluated argmax (decision and action) must match the FP32 golden outputs;
 errors must be <= 0.02; all outputs finite; token usage unchanged; N repeated calls give identical public outputs.
 Option-logit and action-logit errors are reported too. Questions too long for a bucket are listed as skipped and
 unvalidated. With several packages, each bucket is validated and decisions must agree across buckets.
-Embedding-kind packages are judged by the embedding gates instead (core/gates.py: per-text cosine and max abs error
-against FP32 golden embeddings, similarity ranking of the texts unchanged, repeated calls identical); their golden
-file comes from `golden --task embeddings`.
+Embedding-kind packages are judged by the embedding gates instead (core/gates.py: no similarity between two texts
+moves by more than 0.01, similarity ranking of the texts unchanged, repeated calls identical; the worst-case cosine
+and max-abs bounds are reported, and gate uncompressed packages); their golden file comes from
+`golden --task embeddings`. `--fixture FILE` validates on your own questions or texts: the golden must have been
+made from that file (`golden --fixture FILE`).
 On failure the JSON says `passed: false` with the reasons and the exit status is 1 (2: refused to run).
 """
 
@@ -27,6 +29,7 @@ from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
 from .run.backends import BACKEND_CHOICES
 from .core.staging import check_output
+from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .validation.golden import golden_path_for, load_golden
 
 
@@ -47,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for packages exported with "
                         "--lora-rank; the golden must then be made with it merged (golden --adapter)")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
+    parser.add_argument("--fixture", type=Path,
+                        help="the question file (body packages) or text file (embedding packages, sentences.json "
+                             "format) the golden was made from with `golden --fixture`: validate on your own held-out "
+                             "set (default: the committed fixture); a golden made from another is refused")
     return parser
 
 
@@ -55,7 +62,7 @@ def main(argv=None) -> int:
     from .validation.gate_run import validate
 
     args = build_parser().parse_args(argv)
-    check_output(args.output, [*args.package, args.golden, args.adapter, local_source_directory(args.source)])
+    check_output(args.output, [*args.package, args.golden, args.adapter, args.fixture, local_source_directory(args.source)])
     for name, values in (("--package", [p.resolve() for p in args.package]), ("--length", args.length or [])):
         if len(set(values)) != len(values):
             raise UsageError(f"{name} is given twice with the same value; give each once")
@@ -71,15 +78,17 @@ def main(argv=None) -> int:
         from .package.inputs.adapter import load_adapter, merge
 
         reference = merge(checkpoint, load_adapter(args.adapter, checkpoint.config))
-    golden = load_golden(golden_path, reference)
+    fixture = args.fixture or FIXTURE_PATH
+    golden = load_golden(golden_path, reference, fixture)
+    questions = load_questions(fixture)
     agent = ANEAgent(args.package, checkpoint, args.backend, adapter=args.adapter)
     lengths = sorted(set(args.length or agent.lengths))
     for length in lengths:
         if length not in agent.lengths:
             raise UsageError(f"--length {length} has no package; packages cover {agent.lengths}")
-    total = len(golden["questions"]) * len(lengths) + args.repeats * len(lengths)
+    total = len(questions) * len(lengths) + args.repeats * len(lengths)
     with tqdm(total=total, desc=f"validate ({agent.backend.describe().get('backend')})", unit="call", file=sys.stderr) as bar:
-        report = validate(agent, golden, golden_path, lengths, args.repeats, progress=bar.update,
+        report = validate(agent, golden, golden_path, lengths, args.repeats, questions, progress=bar.update,
                           evidence_dir=args.output.parent)
     with atomic_file(args.output) as temporary:
         temporary.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
@@ -112,7 +121,7 @@ def validate_embedding_packages(args) -> int:
     if args.adapter is not None:
         raise UsageError("embedding packages take no LoRA adapter")
     checkpoint = load_checkpoint(args.source)
-    golden = load_embedding_golden(args.golden, checkpoint)
+    golden = load_embedding_golden(args.golden, checkpoint, args.fixture)
     agent = EmbeddingAgent(args.package, checkpoint, args.backend)
     lengths = sorted(set(args.length or agent.lengths))
     for length in lengths:
@@ -128,7 +137,8 @@ def validate_embedding_packages(args) -> int:
     for length, summary in report["summary"].items():
         ranking = summary["ranking"] or {}
         print(f"L{length}: {summary['passed_texts']}/{summary['evaluated']} texts passed, {len(summary['skipped'])} "
-              f"skipped (unvalidated), min cosine {summary['min_cosine']}, max abs error {summary['max_abs_error']}, "
+              f"skipped (unvalidated), max similarity error {summary['max_similarity_error']}, min cosine "
+              f"{summary['min_cosine']}, max abs error {summary['max_abs_error']}, "
               f"resolved ranking pairs swapped {ranking.get('resolved_pairs_swapped')} of {ranking.get('resolved_pairs')}, "
               f"repeats identical: {summary['repeats']['identical']}")
     print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))

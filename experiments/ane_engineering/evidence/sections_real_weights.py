@@ -179,7 +179,7 @@ def section_changes(ledger: Ledger, emb: Path, dec: Path, tiny: Path) -> list[st
 def section_real_weights(ledger: Ledger, evidence_root: Path, tiny_root: Path, mmbert_range: Path) -> list[str]:
     root = Path(evidence_root) / REAL_WEIGHTS_DIR
     if not root.is_dir():
-        return []
+        return section_compression(ledger, evidence_root)
     emb, dec = root / "embeddings", root / "decisions"
     lines = ["## Real pretrained weights: sentence-transformers/all-MiniLM-L6-v2 (BERT family)", "",
              "Every section above runs random weights. This one runs the chain on trained weights: the packaged "
@@ -200,5 +200,75 @@ def section_real_weights(ledger: Ledger, evidence_root: Path, tiny_root: Path, m
                                                                ("builtin:mmbert-base-shape", mmbert_range))
                    if path.is_file()]
         lines += section_range_comparison(ledger, ledger.open(dec / "fp16_range.json"), randoms)
-    return lines + section_changes(ledger, emb, dec, tiny_root)
+    return lines + section_changes(ledger, emb, dec, tiny_root) + section_compression(ledger, evidence_root)
 
+
+
+COMPRESSION_DIRS = (("compression-minilm", "Compression on the real weights (`builtin:minilm-decision`, `all-minilm-l6-v2`)"),
+                    ("compression-builtin-tiny", "Compression on `builtin:tiny`"))
+
+
+def _sweep_lines(ledger: Ledger, path: Path, title: str) -> list[str]:
+    if not path.is_file():
+        return []
+    from .sweep_report import markdown_table
+
+    ev = ledger.open(path)
+    lines = [f"##### {title}", "", f"Evidence: {link(ev)}; {ev.fig('seconds', fmt='.0f')} s on {ev.fig('jobs', fmt='d')} "
+             f"job(s), executor `{ev.value('executor')}`.", "", markdown_table(ev, evidence_name=path.name)]
+    png = path.parent / "sweep.png"
+    if png.is_file():
+        lines += [f"![size against error]({png.resolve().relative_to(ledger.root).as_posix()})", ""]
+    return lines
+
+
+def _sse_lines(ledger: Ledger, path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    ev = ledger.open(path)
+    lines = ["##### Exact k-means against coremltools' `palettize_weights` on the same weights and groups", "",
+             f"Evidence: {link(ev)}. Per LUT group, the squared error against the FP16 weights of each package "
+             "(unweighted objective); 'not worse' allows ties (relative "
+             + (ev.fig("pairs", 0, "sse", "comparison_rtol", fmt="g") if ev.value("pairs") else "-") + ").", "",
+             "| bits | group | axis | groups | exact not worse | total SSE exact / coremltools | median ratio | worst ratio "
+             "| size exact / coremltools (bytes) | gates exact / coremltools |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, pair in enumerate(ev.value("pairs")):
+        row = ("pairs", i)
+        lines.append(
+            f"| {ev.fig(*row, 'bits', fmt='d')} | {ev.fig(*row, 'group_size', fmt='d')} | {ev.fig(*row, 'group_axis')} | "
+            f"{ev.fig(*row, 'sse', 'groups', fmt='d')} | {ev.fig(*row, 'sse', 'not_worse', fmt='d')} | "
+            f"{ev.fig(*row, 'sse', 'total_ratio', fmt='.4f')} | {ev.fig(*row, 'sse', 'ratio_median', fmt='.4f')} | "
+            f"{ev.fig(*row, 'sse', 'ratio_max', fmt='.4f')} | {ev.fig(*row, 'package_bytes', 'exact', fmt='d')} / "
+            f"{ev.fig(*row, 'package_bytes', 'coremltools', fmt='d')} | "
+            f"{'pass' if pair['passed']['exact'] else 'FAIL'} / {'pass' if pair['passed']['coremltools'] else 'FAIL'} |")
+    return lines + [""]
+
+
+def section_compression(ledger: Ledger, evidence_root: Path) -> list[str]:
+    """benchmarks/evidence/compression-* (benchmarks/compression.py): per family the exact k-means grid (weighted
+    and not, both grouping axes, with the mixed-bit walk), coremltools' k-means on the same groups, the 8-bit grid at
+    the longer bucket, and the per-group SSE of the two implementations."""
+    lines = []
+    for name, title in COMPRESSION_DIRS:
+        root = Path(evidence_root) / name
+        if not (root / "compression.json").is_file():
+            continue
+        run = ledger.open(root / "compression.json")
+        lines += [f"### {title}", "",
+                  f"Made by `python benchmarks/compression.py` ({link(run)}, {run.fig('seconds', fmt='.0f')} s in all). "
+                  "Every candidate is its own sealed package validated under the unchanged gates on the committed "
+                  "golden set and on a held-out set nothing was calibrated or chosen on; Fisher weights and the "
+                  "mixed-bit walk's sensitivities come from the committed calibration sets.", ""]
+        for family in ("decisions", "embeddings"):
+            directory = root / family
+            if not directory.is_dir():
+                continue
+            lines += [f"#### {family.capitalize()}", ""]
+            lines += _sweep_lines(ledger, directory / "sweep" / "sweep.json", "Exact k-means grid and mixed-bit walk")
+            lines += _sweep_lines(ledger, directory / "sweep-coremltools" / "sweep.json",
+                                  "coremltools' k-means on the same weights and groups")
+            for longer in sorted(directory.glob("sweep-L*/sweep.json")):
+                lines += _sweep_lines(ledger, longer, "The top-width grid at a longer bucket")
+            lines += _sse_lines(ledger, directory / "sse.json")
+    return lines

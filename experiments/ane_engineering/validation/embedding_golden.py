@@ -15,7 +15,7 @@ import numpy as np
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..model.sentence_embedder import ReferenceEmbedder
-from ..package.inputs.texts import load_texts, texts_sha256, token_ids
+from ..package.inputs.texts import texts_of, token_ids
 from ..core.provenance import harness_fingerprint, tool_versions
 from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
                               STRING, array_of, open_object, read_json)
@@ -28,12 +28,14 @@ def _float32_list(vector: np.ndarray) -> list[float]:
     return [float(f"{value:.9g}") for value in np.asarray(vector, dtype=np.float32).tolist()]
 
 
-def make_embedding_golden(checkpoint: Checkpoint, progress=None) -> dict:
+def make_embedding_golden(checkpoint: Checkpoint, progress=None, fixture: Path | None = None) -> dict:
+    """The golden embeddings of the default texts, or of a text fixture file (sentences.json format)."""
     tokenizer = checkpoint.require_tokenizer("golden embeddings")
     embedder = ReferenceEmbedder(checkpoint)
     positions = checkpoint.config.encoder.max_position_embeddings
     records, skipped = [], []
-    for text in load_texts():
+    texts, texts_hash = texts_of(fixture)
+    for text in texts:
         ids = token_ids(tokenizer, text.text, f"text {text.id!r}")
         if len(ids) > positions:
             skipped.append({"id": text.id, "tokens": len(ids), "reason": f"longer than the {positions} positions"})
@@ -46,7 +48,8 @@ def make_embedding_golden(checkpoint: Checkpoint, progress=None) -> dict:
     body = {
         "format": EMBEDDING_GOLDEN_FORMAT,
         "source": checkpoint.hashes,
-        "texts": {"sha256": texts_sha256(), "count": len(records) + len(skipped), "skipped": skipped},
+        "texts": {"sha256": texts_hash, "count": len(records) + len(skipped), "skipped": skipped,
+                  "fixture": None if fixture is None else Path(fixture).name},
         "reference": "FP32 B x L x C reference encoder, explicit attention, unpadded; mean over the tokens; L2 "
                      "normalisation (sentence-transformers' Transformer -> Pooling(mean) -> Normalize)",
         "embeddings": records,
@@ -69,9 +72,9 @@ EMBEDDING_GOLDEN_SCHEMA = open_object({
 }, {"reference": STRING, "tools": {"type": "object"}, "harness": {"type": "object"}})
 
 
-def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None) -> dict:
+def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None, fixture: Path | None = None) -> dict:
     """Read and verify: its structure, intact content, made from `checkpoint`'s weights, config and tokenizer,
-    and the current texts."""
+    and the current texts (the default texts, or the `fixture` file given)."""
     golden = read_json(path, EMBEDDING_GOLDEN_SCHEMA, GoldenError)
     if golden["content_sha256"] != sha256_json({k: v for k, v in golden.items() if k != "content_sha256"}):
         raise GoldenError(f"{path}: content does not match its content_sha256 (the file was edited or damaged)")
@@ -80,19 +83,22 @@ def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None) -> d
             if golden["source"].get(key) != checkpoint.hashes[key]:
                 raise GoldenError(f"{path}: made from another source ({key} differs from {checkpoint.source}'s); "
                                   "regenerate it with: golden --task embeddings")
-    if golden["texts"]["sha256"] != texts_sha256():
-        raise GoldenError(f"{path}: made from another version of the embedding texts; regenerate it")
+    if golden["texts"]["sha256"] != texts_of(fixture)[1]:
+        made = golden["texts"].get("fixture") or "the default texts"
+        asked = "the default texts" if fixture is None else str(fixture)
+        raise GoldenError(f"{path}: made from other texts ({made}) than {asked}; pass the fixture it was made from "
+                          "with --fixture, or regenerate it")
     hidden = None if checkpoint is None else checkpoint.config.encoder.hidden_size
     if hidden is not None and any(len(r["embedding"]) != hidden for r in golden["embeddings"]):
         raise GoldenError(f"{path}: an embedding is not {hidden} values long")
-    check_records(path, golden)
+    check_records(path, golden, fixture)
     return golden
 
 
-def check_records(path: Path, golden: dict) -> None:
-    """The golden covers the texts exactly: every text once, as an embedding or as skipped (none twice, none
+def check_records(path: Path, golden: dict, fixture: Path | None = None) -> None:
+    """The golden covers the texts of `fixture` (default: the golden texts) exactly: every text once, as an embedding or as skipped (none twice, none
     unknown, none missing), each embedding of one length and its token count that of its ids."""
-    expected = [text.id for text in load_texts()]
+    expected = [text.id for text in texts_of(fixture)[0]]
     skipped = [item.get("id") for item in golden["texts"]["skipped"] if isinstance(item, dict)]
     if len(skipped) != len(golden["texts"]["skipped"]):
         raise GoldenError(f"{path}: a skipped text has no id")

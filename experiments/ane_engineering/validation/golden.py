@@ -106,7 +106,8 @@ def load_golden(path: Path, checkpoint: Checkpoint | None = None, fixture: Path 
                                   f"({golden['source'][key][:12]}... vs {checkpoint.hashes[key][:12]}... of "
                                   f"{checkpoint.source}); regenerate it with the golden command")
     if golden["fixture"]["sha256"] != fixture_sha256(fixture):
-        raise GoldenError(f"{path}: made from another version of the fixture questions; regenerate it")
+        raise GoldenError(f"{path}: made from other questions ({golden['fixture']['path']}) than {fixture}; pass the "
+                          "fixture it was made from with --fixture, or regenerate it")
     check_records(path, golden["questions"], load_questions(fixture),
                   None if checkpoint is None or checkpoint.config.head is None else checkpoint.config.head)
     return golden

@@ -23,6 +23,10 @@ from ...core.json_documents import NON_EMPTY_STRING, NUMBER, STRING, array_of, c
 
 TYPE_QUESTION, TYPE_OPTION, TYPE_MARKER = 0, 1, 2
 FIXTURE_PATH = Path(__file__).resolve().parent / "fixtures" / "questions.json"
+# Committed sets in the same format: calibration (sensitivities of weighted palettization and of the mixed-bit walk;
+# never gates) and held-out (gated like the fixture, never used to calibrate or choose a candidate).
+CALIBRATION_QUESTIONS_PATH = FIXTURE_PATH.parent / "questions_calibration.json"
+HELDOUT_QUESTIONS_PATH = FIXTURE_PATH.parent / "questions_heldout.json"
 
 
 class QuestionError(HarnessError):

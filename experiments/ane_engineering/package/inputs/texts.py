@@ -18,6 +18,10 @@ from .questions import FIXTURE_PATH, QuestionError, load_questions
 from ...core.json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, read_json
 
 SENTENCES_PATH = Path(__file__).resolve().parent / "fixtures" / "sentences.json"
+# Committed sets beside the golden texts, in the sentences.json format: calibration (sensitivities of weighted
+# palettization and of the mixed-bit walk; never gates) and held-out (gated, never used to calibrate or choose).
+CALIBRATION_TEXTS_PATH = SENTENCES_PATH.parent / "texts_calibration.json"
+HELDOUT_TEXTS_PATH = SENTENCES_PATH.parent / "texts_heldout.json"
 SENTENCES_SCHEMA = closed_object(
     {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
                                           "script": NON_EMPTY_STRING, "text": NON_EMPTY_STRING}), 1)},
@@ -48,6 +52,28 @@ def texts_sha256(questions: Path = FIXTURE_PATH, sentences: Path = SENTENCES_PAT
     for path in (questions, sentences):
         digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
     return digest.hexdigest()
+
+
+def load_text_fixture(path: Path) -> list[Text]:
+    """The texts of one file in the sentences.json format (a user's own held-out set, or a committed one)."""
+    texts = [Text(f"sentence:{raw['id']}", raw["language"], raw["text"], "sentence")
+             for raw in read_json(path, SENTENCES_SCHEMA, QuestionError)["sentences"]]
+    ids = [t.id for t in texts]
+    if len(set(ids)) != len(ids):
+        raise QuestionError(f"duplicate text ids in {path}")
+    return texts
+
+
+def text_fixture_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def texts_of(fixture: Path | None) -> tuple[list[Text], str]:
+    """(texts, hash) of a text fixture file, or of the default golden texts (questions.json's question texts and
+    sentences.json) when `fixture` is None."""
+    if fixture is None:
+        return load_texts(), texts_sha256()
+    return load_text_fixture(fixture), text_fixture_sha256(fixture)
 
 
 def token_ids(tokenizer: Tokenizer, text: str, what: str = "text") -> list[int]:

@@ -23,6 +23,13 @@ LUTs come from us through its public ``OpPalettizerConfig(mode="custom", lut_fun
   MIL module (package/mil/load.py, every check of a package first) instead of coremltools' unchecked loader. The program is then converted
   back with coremltools' default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (`apply_passes`; see there why).
 
+Beyond coremltools' own options (exact only): each const can get its own bit width (`bits_for`; the LUT length tells
+the custom mode its nbits) or stay dense, and each group can carry per-element sensitivities for a weighted
+objective (`sensitivities`). The collector then records groups per const (the real pass, `_ContextPass`, tells the
+cache which const it is on) and splits the sensitivities with `split_groups`, checked against coremltools' own split.
+Groups run along the output axis (channel_axis 0, coremltools' default for conv) or the input axis (channel_axis 1:
+LUT [1, Cin/G, 1, 1, 2^nbits, 1]).
+
 Select only conv weights (``op_types=("conv",)`` -> ``op_type_configs``), never a global config: that would also
 palettize RoPE tables and masks over 2048 elements.
 """
@@ -73,50 +80,80 @@ def apply_passes(mlmodel, passes):
                        model_description=spec.description, skip_model_load=True, pass_pipeline=pipeline)
 
 
-def _key(group: np.ndarray) -> tuple:
+GROUP_AXES = {"output": 0, "input": 1}  # per-grouped-channel LUTs over groups of output or of input channels
+
+
+def _digest(group: np.ndarray) -> bytes:
     g = np.ascontiguousarray(group)
-    digest = hashlib.sha1(memoryview(g).cast("B"), usedforsecurity=False).digest()
-    return g.shape, g.dtype.str, digest
+    return hashlib.sha1(memoryview(g).cast("B"), usedforsecurity=False).digest()
+
+
+def split_groups(value: np.ndarray, channel_axis: int, group_size: int) -> list[np.ndarray]:
+    """The groups coremltools' ``grouped_channelwise_compress`` hands its LUT function, in its order: the channel
+    axis swapped to the front, split into groups of `group_size` channels (each then flattened in C order). Used for
+    a weight's sensitivities, which must be split exactly like the weight; the collector checks that it is."""
+    data = np.swapaxes(np.asarray(value), 0, channel_axis) if channel_axis else np.asarray(value)
+    return np.split(data, data.shape[0] // group_size, axis=0)
 
 
 class _LutCache:
-    """The ``lut_function``: returns precomputed (lut, indices) for a group, computing any group it lacks."""
+    """The ``lut_function``: returns the precomputed (lut, indices) of the current op's next group.
 
-    def __init__(self, nbits: int):
-        self.nbits = nbits
-        self.entries: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    Entries are keyed by (const name, group number); the real pass sets ``current`` per const (`_context_pass`) and
+    the groups come in the collector's order, which each lookup checks against the group's bytes. A group it lacks
+    (a selection or order mismatch) is computed on the spot when the objective is unweighted -- costing time, never
+    correctness -- and refused when it is weighted, because its sensitivities are then unknown."""
+
+    def __init__(self, bits_for):
+        self.bits_for = bits_for
+        self.entries: dict[tuple, tuple[bytes, np.ndarray, np.ndarray]] = {}
+        self.current, self.position = None, 0
         self.hits = 0
         self.misses = 0
 
-    def fill(self, groups: list[np.ndarray], workers: int) -> dict:
-        """Palettize the recorded groups in batches of equal size (one batch per group shape)."""
-        stats = {"groups": 0, "sse": 0.0, "methods": {}}
-        by_shape: dict[tuple, list[int]] = {}
-        for i, g in enumerate(groups):
-            by_shape.setdefault((g.shape, g.dtype.str), []).append(i)
-        for (_, dtype), members in by_shape.items():
-            if dtype != np.dtype(np.float16).str:
+    def fill(self, records: list[dict], workers: int) -> dict:
+        """Palettize the recorded groups in batches (one per group shape, bit width and objective)."""
+        stats = {"groups": 0, "sse": 0.0, "methods": {}, "weighted_groups": 0}
+        batches: dict[tuple, list[dict]] = {}
+        for r in records:
+            g = r["group"]
+            if g.dtype != np.float16:
                 continue  # computed on demand by the generic path in __call__
-            batch = np.stack([groups[i] for i in members])
-            luts, idx, info = kmeans_exact.palettize_groups(batch, self.nbits, workers=workers, return_stats=True)
-            for row, i in enumerate(members):
-                self.entries[_key(groups[i])] = (luts[row], idx[row])
+            batches.setdefault((g.shape, r["nbits"], r["weights"] is not None), []).append(r)
+        for (_, nbits, weighted), members in batches.items():
+            batch = np.stack([r["group"] for r in members])
+            weights = np.stack([r["weights"] for r in members]) if weighted else None
+            luts, idx, info = kmeans_exact.palettize_groups(batch, nbits, workers=workers, return_stats=True,
+                                                            weights=weights)
+            for row, r in enumerate(members):
+                self.entries[(r["op"], r["index"])] = (_digest(r["group"]), luts[row], idx[row])
             stats["groups"] += len(members)
+            stats["weighted_groups"] += len(members) if weighted else 0
             stats["sse"] += float(info["sse"].sum())
             for code, count in zip(*np.unique(info["method"], return_counts=True)):
                 name = kmeans_exact.METHOD_NAMES[int(code)]
                 stats["methods"][name] = stats["methods"].get(name, 0) + int(count)
         return stats
 
+    def start(self, op_name: str) -> None:
+        self.current, self.position = op_name, 0
+
     def __call__(self, group: np.ndarray):
-        entry = self.entries.pop(_key(group), None)
-        if entry is not None:
+        key = (self.current, self.position)
+        self.position += 1
+        entry = self.entries.pop(key, None)
+        if entry is not None and entry[0] == _digest(group):
             self.hits += 1
-            return entry
+            return entry[1], entry[2]
         self.misses += 1
+        if self.weighted:
+            raise RuntimeError(f"{self.current}: group {key[1]} was not collected; its sensitivities are unknown")
+        nbits = self.bits_for(self.current)
         if group.dtype == np.float16:
-            return kmeans_exact.palettize_group(group, self.nbits)
-        return _palettize_generic(group, self.nbits)
+            return kmeans_exact.palettize_group(group, nbits)
+        return _palettize_generic(group, nbits)
+
+    weighted = False
 
 
 def _palettize_generic(group: np.ndarray, nbits: int):
@@ -137,22 +174,28 @@ def _palettize_generic(group: np.ndarray, nbits: int):
     return lut, indices.astype(np.uint8 if nbits <= 8 else np.uint16)
 
 
-def _collector_class():
+def _pass_classes():
     from coremltools.optimize.coreml._quantization_passes import palettize_weights as _PalettizePass
 
-    class _GroupCollector(_PalettizePass):
+    class _Select:
+        """Skips the consts `bits_for` leaves dense (None) before the pass's own selection."""
+
+        def keep(self, op) -> bool:
+            return self.bits_for(op.name) is not None
+
+    class _GroupCollector(_Select, _PalettizePass):
         """Visits exactly the consts the palettize pass would compress and records their groups, changing nothing.
 
         The head of ``palettize_weights.transform_op`` (config lookup, threshold, block sizes) is repeated here for
         the plain case this module configures (no joint compression, no per-channel scale, scalar LUTs)."""
 
-        def __init__(self, config, sink: list, nbits: int):
+        def __init__(self, config, sink: list, bits_for, sensitivity_for, group_size: int):
             super().__init__(config=config)
-            self.sink, self.nbits = sink, nbits
+            self.sink, self.bits_for, self.sensitivity_for, self.group_size = sink, bits_for, sensitivity_for, group_size
 
         def transform_op(self, op):
             op_config = self.config._get_const_op_config(op)
-            if op_config is None:
+            if op_config is None or not self.keep(op):
                 return
             if not self.need_compress_const(op, self.config._is_deprecated, op_config.weight_threshold):
                 return
@@ -163,76 +206,116 @@ def _collector_class():
                                                                         return_channel_axis=True)
             if block_sizes is None:
                 return
-            k = 1 << self.nbits
+            nbits = self.bits_for(op.name)
+            k = 1 << nbits
+            recorded = []
 
             def record(group):
-                self.sink.append(np.array(group, copy=True))
+                recorded.append(np.array(group, copy=True))
                 return np.zeros(k, dtype=group.dtype), np.zeros(group.size, dtype=np.uint8)
 
             self.blockwise_compress(value, op_config.mode, None, block_sizes, record, 1, channel_axis=channel_axis)
+            sensitivity = self.sensitivity_for(op.name, value)
+            axis = channel_axis if channel_axis is not None else 0
+            ours = split_groups(value, axis, self.group_size)
+            if len(ours) != len(recorded) or any(not np.array_equal(a, b) for a, b in zip(ours, recorded)):
+                raise RuntimeError(f"{op.name}: coremltools split the weight into groups other than split_groups's; "
+                                   "sensitivities could not follow the weights")
+            weight_groups = None if sensitivity is None else split_groups(sensitivity, axis, self.group_size)
+            for index, group in enumerate(recorded):
+                self.sink.append({"op": op.name, "index": index, "group": group, "nbits": nbits,
+                                  "weights": None if weight_groups is None else weight_groups[index]})
 
-    return _GroupCollector
+    class _ContextPass(_Select, _PalettizePass):
+        """The real pass, telling the LUT cache which const its groups belong to."""
+
+        def __init__(self, config, cache: _LutCache):
+            super().__init__(config=config)
+            self.cache, self.bits_for = cache, cache.bits_for
+
+        def transform_op(self, op):
+            if not self.keep(op):
+                return
+            self.cache.start(op.name)
+            super().transform_op(op)
+
+    return _GroupCollector, _ContextPass
 
 
-def _config(nbits, group_size, mode, weight_threshold, op_types, workers, lut_function=None):
+def _config(nbits, group_size, mode, weight_threshold, op_types, workers, lut_function=None, channel_axis=0):
     from coremltools.optimize.coreml import OpPalettizerConfig, OptimizationConfig
 
     if lut_function is None:
         cfg = OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel", group_size=group_size,
-                                 num_kmeans_workers=workers, weight_threshold=weight_threshold)
+                                 channel_axis=channel_axis, num_kmeans_workers=workers,
+                                 weight_threshold=weight_threshold)
     else:
         cfg = OpPalettizerConfig(mode="custom", lut_function=lut_function, granularity="per_grouped_channel",
-                                 group_size=group_size, weight_threshold=weight_threshold)
+                                 group_size=group_size, channel_axis=channel_axis, weight_threshold=weight_threshold)
     return OptimizationConfig(op_type_configs={t: cfg for t in op_types})
 
 
 def palettize_package(mlmodel, nbits: int, group_size: int, mode: str = "kmeans", weight_threshold: int = 2048,
                       op_types=("conv",), workers: int = 2, implementation: str = "exact",
-                      stats: dict | None = None):
+                      stats: dict | None = None, *, group_axis: str = "output", bits_for=None, sensitivities=None):
     """Return a new MLModel whose weights of `op_types` ops over `weight_threshold` elements are palettized per
-    grouped output channel (groups of `group_size`, 2^nbits FP16 LUT entries), fed by ``constexpr_lut_to_dense``.
+    grouped channel (groups of `group_size` channels along `group_axis`: "output" or "input"; 2^nbits FP16 LUT
+    entries per group), fed by ``constexpr_lut_to_dense``.
 
     implementation "coremltools": ``palettize_weights`` with ``OpPalettizerConfig(mode=mode, ...,
     num_kmeans_workers=workers)``. "exact": the same pass with LUTs from `kmeans_exact` (mode must be "kmeans").
-    `stats`, if given, receives timings and counts."""
+    Exact only: `bits_for(const_name)` gives each weight its own bit width (None: left dense; default: `nbits` for
+    every weight); `sensitivities(const_name, value)` gives a per-element weight array of the value's shape for the
+    weighted objective, or None for the plain SSE. `stats`, if given, receives timings and counts."""
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+    if group_axis not in GROUP_AXES:
+        raise ValueError(f"group_axis must be one of {sorted(GROUP_AXES)}, got {group_axis!r}")
     if isinstance(op_types, str):
         op_types = (op_types,)
     op_types = tuple(op_types)
     if not op_types:
         raise ValueError("op_types is empty: select the op types whose weights to palettize (e.g. ('conv',))")
     stats = {} if stats is None else stats
-    stats.update({"implementation": implementation, "nbits": nbits, "group_size": group_size, "workers": workers})
+    stats.update({"implementation": implementation, "nbits": nbits, "group_size": group_size, "workers": workers,
+                  "group_axis": group_axis})
+    channel_axis = GROUP_AXES[group_axis]
     t0 = time.perf_counter()
     from coremltools.optimize.coreml._quantization_passes import palettize_weights as _PalettizePass
 
     if implementation == "coremltools":  # palettize_weights(mlmodel, config), reconverted by apply_passes
+        if bits_for is not None or sensitivities is not None:
+            raise ValueError("per-weight bits and sensitivity weighting need implementation='exact'")
         model = apply_passes(mlmodel, _PalettizePass(config=_config(nbits, group_size, mode, weight_threshold,
-                                                                    op_types, workers)))
+                                                                    op_types, workers, channel_axis=channel_axis)))
         stats["total_s"] = time.perf_counter() - t0
         return model
 
     if mode.lower() != "kmeans":
         raise ValueError(f"implementation='exact' is k-means; mode={mode!r} is only available with 'coremltools'")
+    bits_for = bits_for or (lambda name: nbits)
+    sensitivity_for = sensitivities or (lambda name, value: None)
     if nbits not in (1, 2, 3, 4, 6, 8):
         raise ValueError(f"coremltools palettization supports nbits in (1, 2, 3, 4, 6, 8), got {nbits}")
     from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
     stats["compile_s"] = kmeans_exact.warmup()
-    cache = _LutCache(nbits)
-    config = _config(nbits, group_size, mode, weight_threshold, op_types, workers, lut_function=cache)
-    groups: list[np.ndarray] = []
-    collector = _collector_class()(config, groups, nbits)
+    cache = _LutCache(bits_for)
+    cache.weighted = sensitivities is not None
+    config = _config(nbits, group_size, mode, weight_threshold, op_types, workers, lut_function=cache,
+                     channel_axis=channel_axis)
+    records: list[dict] = []
+    collector_class, context_class = _pass_classes()
+    collector = collector_class(config, records, bits_for, sensitivity_for, group_size)
 
     class _Fill(AbstractGraphPass):
         """Between collection and palettization: run the batch on all recorded groups."""
 
         def apply(self, prog):
             t = time.perf_counter()
-            stats.update(cache.fill(groups, workers))
+            stats.update(cache.fill(records, workers))
             stats["kmeans_s"] = time.perf_counter() - t
-            groups.clear()
+            records.clear()
 
     class _Timed(AbstractGraphPass):
         def __init__(self, inner, name):
@@ -244,7 +327,7 @@ def palettize_package(mlmodel, nbits: int, group_size: int, mode: str = "kmeans"
             self.inner.apply(prog)
             stats[self.name] = time.perf_counter() - t
 
-    palettizer = _PalettizePass(config=config)
+    palettizer = context_class(config, cache)
     model = apply_passes(mlmodel, [_Timed(collector, "collect_s"), _Fill(), _Timed(palettizer, "pass_s")])
     stats["cache_hits"], stats["cache_misses"] = cache.hits, cache.misses
     stats["total_s"] = time.perf_counter() - t0

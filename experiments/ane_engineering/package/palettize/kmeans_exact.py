@@ -71,6 +71,7 @@ SSE_ATOL = 1e-18  # absolute slack for groups whose SSE is 0 up to float64 noise
 DC_MAX_K = 2  # k at or below this uses the D&C DP directly (one or two layers are cheaper than the lambda search)
 WINDOW_RADIUS = 3  # FP16 window step: each boundary may move this many distinct points (0 disables)
 MAX_SOLVES = 60  # penalised solves before the lambda search gives up and falls back to the D&C DP
+WEIGHT_FLOOR = 1e-12  # weighted objective: a distinct value below this fraction of its group's weight is weightless
 
 # Method codes in the per-group statistics.
 TRIVIAL, LAGRANGE, DC, DC_FALLBACK = 0, 1, 2, 3
@@ -507,9 +508,50 @@ def _histogram(bits, rank_of_bits, counts, R):
 
 
 @cached_njit(nogil=True)
+def _histogram_weighted(bits, wrow, rank_of_bits, counts, sums, R):
+    """As `_histogram`, and the sum of the per-element weights `wrow` of every distinct value (the objective's weight
+    of that value); counts and sums[R] must be zero and are left zero. Returns ranks, counts, sums, ok."""
+    m = bits.size
+    rmin = R
+    rmax = -1
+    for e in range(m):
+        r = rank_of_bits[bits[e]]
+        if r < 0:
+            return np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), False
+        counts[r] += 1
+        sums[r] += wrow[e]
+        if r < rmin:
+            rmin = r
+        if r > rmax:
+            rmax = r
+    n = 0
+    for r in range(rmin, rmax + 1):
+        if counts[r] > 0:
+            n += 1
+    ranks = np.empty(n, dtype=np.int32)
+    c = np.empty(n)
+    w = np.empty(n)
+    q = 0
+    for r in range(rmin, rmax + 1):
+        if counts[r] > 0:
+            ranks[q] = r
+            c[q] = counts[r]
+            w[q] = sums[r]
+            counts[r] = 0
+            sums[r] = 0.0
+            q += 1
+    return ranks, c, w, True
+
+
+@cached_njit(nogil=True)
 def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_values, row_lo, row_hi,
-                    out_lut, out_idx, out_stats):
+                    out_lut, out_idx, out_stats, weights2d, weighted):
     """Palettize rows [row_lo, row_hi) of a [groups, m] uint16 view of FP16 groups.
+
+    weighted: weights2d [groups, m] holds a non-negative weight per element and the objective is sum w (lut - x)^2
+    (a distinct value weighs the sum of its elements' weights); otherwise every element weighs 1 (weights2d unused).
+    Values of zero weight do not enter the k-means (they cost nothing wherever they go) and are then given their
+    nearest entry; a group whose weights are all zero is palettized unweighted.
 
     out_lut[g, :K] float64 (exact FP16 values, sorted), out_idx[g, :] uint16, out_stats[g] = (sse, n_distinct,
     method, solves, polish rounds, status, window gain) with status 1 ok, -1 non-finite value, -2 search failed."""
@@ -518,28 +560,66 @@ def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_va
     slot = np.empty(R, dtype=np.int32)
     bounds = np.empty(K + 1, dtype=np.int64)
     wbounds = np.empty(K + 1, dtype=np.int64)
+    sums = np.zeros(R)
     for g in range(row_lo, row_hi):
         bits = bits2d[g]
-        ranks, w, ok = _histogram(bits, rank_of_bits, counts, R)
+        if weighted:
+            ranks, c, w, ok = _histogram_weighted(bits, weights2d[g], rank_of_bits, counts, sums, R)
+        else:
+            ranks, w, ok = _histogram(bits, rank_of_bits, counts, R)
+            c = w
         if not ok:
             out_stats[g, 5] = -1.0
             continue
-        n = ranks.size
-        x = np.empty(n)
-        for q in range(n):
-            x[q] = rank_values[ranks[q]]
+        n_all = ranks.size
+        x_all = np.empty(n_all)
+        for q in range(n_all):
+            x_all[q] = rank_values[ranks[q]]
+        # A value weighing less than WEIGHT_FLOOR of the group's total counts as weightless: float64 prefix sums
+        # cannot resolve it (a segment's weight is a difference of sums of the total's size), and it moves the
+        # objective by less than that fraction.
+        floor = 0.0
+        for q in range(n_all):
+            floor += w[q]
+        floor *= WEIGHT_FLOOR
+        positive = 0
+        for q in range(n_all):
+            if w[q] > floor:
+                positive += 1
+        if positive == 0:  # no element carries weight: the unweighted problem
+            w = c
+            floor = 0.0
+            positive = n_all
+        if positive == n_all:
+            x, wk = x_all, w
+        else:
+            x = np.empty(positive)
+            wk = np.empty(positive)
+            q2 = 0
+            for q in range(n_all):
+                if w[q] > floor:
+                    x[q2] = x_all[q]
+                    wk[q2] = w[q]
+                    q2 += 1
+        n = positive
         labels = np.empty(n, dtype=np.int32)
         lut = np.empty(K)
         gain = 0.0
-        if n <= K:
+        if n <= K and n == n_all:
             for q in range(n):
                 lut[q] = x[q]
                 labels[q] = q
             for t in range(n, K):
                 lut[t] = x[n - 1]  # unused entries repeat the largest value so the LUT stays sorted
             sse, code, solves, rounds = 0.0, TRIVIAL, 0, 0
+        elif n <= K:  # few weighted values, each its own entry; the zero-weight ones go to their nearest
+            for q in range(n):
+                lut[q] = x[q]
+            for t in range(n, K):
+                lut[t] = x[n - 1]
+            code, solves, rounds = TRIVIAL, 0, 0
         else:
-            P0, P1, P2, mu = _prefix(x, w)
+            P0, P1, P2, mu = _prefix(x, wk)
             code, solves = _kmeans_core(P0, P1, P2, n, K, method, bounds)
             if code < 0:
                 out_stats[g, 5] = -2.0
@@ -552,7 +632,11 @@ def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_va
                 if after < before:
                     gain = before - after
                     bounds[:] = wbounds
-            sse, rounds = _fp16_lut(x, w, bounds, K, lut, labels, max_polish)
+            sse, rounds = _fp16_lut(x, wk, bounds, K, lut, labels, max_polish)
+        if n < n_all:  # the nearest entry for every value, zero-weight ones included (the others keep theirs)
+            labels = np.empty(n_all, dtype=np.int32)
+            sse = _assign_nearest(x_all, w, lut, labels)
+        n = n_all
         for q in range(n):
             slot[ranks[q]] = labels[q]
         row_idx = out_idx[g]
@@ -622,8 +706,13 @@ def _as_fp16_rows(groups) -> np.ndarray:
 
 
 def palettize_groups(groups, nbits: int, workers: int = 2, method: str = "auto", radius: int = WINDOW_RADIUS,
-                     max_polish: int = 8, chunk: int | None = None, return_stats: bool = False):
+                     max_polish: int = 8, chunk: int | None = None, return_stats: bool = False, weights=None):
     """Palettize many FP16 groups (rows of a [G, ...] array, each flattened) with 2^nbits-entry LUTs.
+
+    weights (optional, the groups' shape, finite and >= 0): a weight per element, and the objective becomes the
+    weighted SSE sum w (lut[index] - x)^2 (SqueezeLLM's sensitivity-weighted k-means; with Fisher weights it is the
+    second-order estimate of the output loss). The same exact k-means runs on the distinct values weighted by the
+    sum of their elements' weights; `sse` in the stats is then the weighted SSE.
 
     Returns luts fp16 [G, 2^nbits] (sorted) and indices [G, m] (uint8 for nbits <= 8, else uint16), plus, with
     return_stats, a dict of per-group arrays: sse (float64, on the FP16 LUT and the stored indices), n_distinct,
@@ -635,6 +724,15 @@ def palettize_groups(groups, nbits: int, workers: int = 2, method: str = "auto",
         raise ValueError(f"nbits must be in 1..16, got {nbits}")
     bits2d = _as_fp16_rows(groups)
     G, m = bits2d.shape
+    if weights is None:
+        weights2d, weighted = np.zeros((1, 1)), False
+    else:
+        weights2d = np.ascontiguousarray(np.asarray(weights, dtype=np.float64).reshape(G, -1))
+        if weights2d.shape != (G, m):
+            raise ValueError(f"weights must have the groups' shape ({G} x {m} elements), got {np.shape(weights)}")
+        if not np.all(np.isfinite(weights2d)) or np.any(weights2d < 0):
+            raise ValueError("weights must be finite and non-negative")
+        weighted = True
     K = 1 << nbits
     out_lut = np.zeros((G, K))
     out_idx = np.empty((G, m), dtype=np.uint16)
@@ -644,11 +742,12 @@ def palettize_groups(groups, nbits: int, workers: int = 2, method: str = "auto",
     if chunk is None:
         chunk = max(1, -(-G // (8 * workers)))
     if workers == 1 or G <= chunk:
-        _palettize_rows(bits2d, *args, 0, G, out_lut, out_idx, stats)
+        _palettize_rows(bits2d, *args, 0, G, out_lut, out_idx, stats, weights2d, weighted)
     else:
         spans = [(lo, min(G, lo + chunk)) for lo in range(0, G, chunk)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(lambda s: _palettize_rows(bits2d, *args, s[0], s[1], out_lut, out_idx, stats), spans))
+            list(pool.map(lambda s: _palettize_rows(bits2d, *args, s[0], s[1], out_lut, out_idx, stats, weights2d,
+                                                       weighted), spans))
     status = stats[:, 5]
     if np.any(status == -1):
         raise ValueError(f"non-finite FP16 value in group(s) {np.flatnonzero(status == -1)[:8].tolist()}")
@@ -665,21 +764,26 @@ def palettize_groups(groups, nbits: int, workers: int = 2, method: str = "auto",
     return luts, indices, info
 
 
-def palettize_group(weights_fp16, nbits: int, method: str = "auto", radius: int = WINDOW_RADIUS):
+def palettize_group(weights_fp16, nbits: int, method: str = "auto", radius: int = WINDOW_RADIUS, sensitivity=None):
     """One group -> (lut fp16 [2^nbits], indices uint8 (uint16 above 8 bits), flattened in C order).
 
-    The same return convention as coremltools' per-group k-means (``palettize_weights._get_lut_and_indices``)."""
+    The same return convention as coremltools' per-group k-means (``palettize_weights._get_lut_and_indices``).
+    `sensitivity`: optional per-element weights of the objective (see palettize_groups)."""
     a = np.asarray(weights_fp16)
-    luts, idx = palettize_groups(a.reshape(1, -1), nbits, workers=1, method=method, radius=radius)
+    s = None if sensitivity is None else np.asarray(sensitivity).reshape(1, -1)
+    luts, idx = palettize_groups(a.reshape(1, -1), nbits, workers=1, method=method, radius=radius, weights=s)
     return luts[0], idx[0]
 
 
-def group_sse(weights, lut, indices) -> float:
-    """Squared error of a palettized group as stored: sum((lut[indices] - w)^2) in float64 on the FP16 values."""
+def group_sse(weights, lut, indices, sensitivity=None) -> float:
+    """Squared error of a palettized group as stored: sum(s (lut[indices] - w)^2) in float64 on the FP16 values,
+    with s = 1 unless per-element `sensitivity` weights are given."""
     w = np.asarray(weights, dtype=np.float64).ravel()
     dense = np.asarray(lut).astype(np.float64).ravel()[np.asarray(indices).ravel().astype(np.int64)]
     d = dense - w
-    return float(np.dot(d, d))
+    if sensitivity is None:
+        return float(np.dot(d, d))
+    return float(np.dot(np.asarray(sensitivity, dtype=np.float64).ravel(), d * d))
 
 
 def sse_not_worse(ours: float, theirs: float, rtol: float = SSE_RTOL, atol: float = SSE_ATOL) -> bool:
@@ -695,5 +799,6 @@ def warmup() -> float:
     for method in ("auto", "dc", "lagrange"):
         palettize_groups(g, 4, workers=1, method=method)
         palettize_groups(g, 6, workers=1, method=method)
+    palettize_groups(g, 4, workers=1, weights=np.abs(g.astype(np.float64)))
     kmeans_1d_weighted(np.arange(10.0), np.ones(10), 3)
     return time.perf_counter() - t0
