@@ -1,8 +1,8 @@
 """The calibrated cost model (placement/calibration.py) against its committed evidence and the reference run.
 
 Reference timings come from core/reference_run.json and program costs from the evidence's recorded totals (counted from
-real exports by benchmarks/cost_calibration.py): nothing measured is typed here. The 15% bound is the issue's
-("predicts the dense layout's L1024 request within 15%").
+real exports by benchmarks/cost_calibration.py): nothing measured is typed here. The 15% bound is the acceptance
+bound the calibration was set (the dense layout's L1024 request predicted within 15%).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_refit_reproduces_parameters_and_residuals(evidence):
 
 
 def test_predicts_the_dense_l1024_request_within_bound(evidence):
-    """In-sample (the fit uses it): the issue's check, and every other reference point within the same bound."""
+    """In-sample (the fit uses it): the acceptance check, and every other reference point within the same bound."""
     fit = evidence["fit"]
     measured = reference_run.measurement("L1024-request")["p50_ms"]
     l1024 = next(p for p in fit["points"] if p["id"] == "L1024-request")

@@ -20,10 +20,11 @@ from checkpoint_support import randomize_transformers_model  # noqa: E402
 
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint  # noqa: E402
 from experiments.ane_engineering.checkpoint.config import parse_config  # noqa: E402
+from experiments.ane_engineering.core.tolerances import TRANSFORMERS_ORACLE_ABS  # noqa: E402
 from experiments.ane_engineering.encode import main as encode_main  # noqa: E402
 from experiments.ane_engineering.model.modernbert_reference import ReferenceEncoder  # noqa: E402
 
-ORACLE_ABS = 1e-4
+ORACLE_ABS = TRANSFORMERS_ORACLE_ABS
 VOCAB = 300
 
 # (global every, local_attention, global theta, local theta, layers, sequence length, extra config)

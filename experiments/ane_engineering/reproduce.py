@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from .core.buckets import BUCKET_LENGTHS
@@ -23,47 +22,10 @@ from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import integer
 from .core.limits import WORKERS_PER_CPU, max_workers
-from .core.cli import UsageError, run_main
-from .core.errors import HarnessError
-from .core import stop
-from .core.staging import check_output, publish
+from .core.cli import run_main
+from .core.staging import check_output
 from .core.json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
-
-SWEEP_BITS, SWEEP_MODES, SWEEP_GROUPS = "8,6,4", "uniform,kmeans", "32,16"
-
-
-class StageFailed(HarnessError):
-    pass
-
-
-class Chain:
-    """Runs stages in order, logging each with its time; the log is written as reproduce.json."""
-
-    def __init__(self, root: Path, total: int):
-        self.root, self.total, self.log = root, total, []
-
-    def stage(self, name: str, function, *args, **kwargs):
-        index = len(self.log) + 1
-        print(f"[reproduce {index}/{self.total}] {name} ...", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        try:
-            value = function(*args, **kwargs)
-        except Exception as error:  # the chain stops here and says why
-            self.log.append({"stage": name, "status": "failed", "seconds": time.perf_counter() - started,
-                             "error": f"{error.__class__.__name__}: {error}",
-                             "traceback": traceback.format_exc(limit=8)})
-            raise StageFailed(f"stage '{name}' failed: {error.__class__.__name__}: {error}") from error
-        seconds = time.perf_counter() - started
-        self.log.append({"stage": name, "status": "ok", "seconds": seconds})
-        print(f"[reproduce {index}/{self.total}] {name}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
-        return value
-
-
-def _run(command_main, argv: list[str], expect_pass: bool = True) -> int:
-    status = run_main(command_main, argv)  # nested: a stop request propagates out of it
-    if status == 2 or (expect_pass and status != 0):
-        raise StageFailed(f"{command_main.__module__} exited with status {status}")
-    return status
+from .workflows.chain import Chain, StageFailed, build_in_staging
 
 
 # What reproduce reads of sweep.json: every candidate says whether it passed; a passing one names its package.
@@ -103,35 +65,35 @@ def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, re
     packages = root / "packages"
     packages.mkdir()
     (root / "benchmarks").mkdir()
-    chain = Chain(root, 1 + len(lengths) + 3 + len(lengths) + 2 + 2)
+    chain = Chain(1 + len(lengths) + 3 + len(lengths) + 2 + 2, "reproduce")
     chain.stage(f"load {source}", load_checkpoint, source)
     try:
         for length in lengths:
-            chain.stage(f"probe body L{length}", _run, probe.main,
+            chain.command(f"probe body L{length}", probe.main,
                         ["--kind", "body", "--length", str(length), "--source", source,
                          "--output", str(packages / f"body-{length}"), "--require-ane", "--quiet"])
-        chain.stage("golden (FP32 reference)", _run, golden.main, ["--source", source, "--output", str(root / "golden.json")])
+        chain.command("golden (FP32 reference)", golden.main, ["--source", source, "--output", str(root / "golden.json")])
         repeat_args = ["--repeats", str(repeats)] if repeats is not None else []
-        chain.stage("validate every bucket and across buckets", _run, validate.main,
+        chain.command("validate every bucket and across buckets", validate.main,
                     [a for length in lengths for a in ("--package", str(packages / f"body-{length}"))]
                     + ["--source", source, "--golden", str(root / "golden.json"), "--backend", "mil",
                        "--output", str(root / "validation.json")] + repeat_args)
         smallest = min(lengths)
-        chain.stage(f"palettization sweep at L{smallest}", _run, sweep.main,
+        chain.command(f"palettization sweep at L{smallest}", sweep.main,
                     ["--package", str(packages / f"body-{smallest}"), "--source", source, "--golden",
-                     str(root / "golden.json"), "--bits", SWEEP_BITS, "--modes", SWEEP_MODES, "--group-sizes",
-                     SWEEP_GROUPS, "--jobs", str(jobs), "--output", str(root / "sweep")])
+                     str(root / "golden.json"), "--jobs", str(jobs),
+                     "--output", str(root / "sweep")])  # the sweep's default grid
         for length in lengths:
-            chain.stage(f"benchmark L{length}", _run, benchmark.main,
+            chain.command(f"benchmark L{length}", benchmark.main,
                         ["--package", str(packages / f"body-{length}"), "--length", str(length), "--source", source,
                          "--backend", "mil", "--output", str(root / "benchmarks" / f"body-{length}.json")])
         longest = max(lengths)
-        chain.stage(f"benchmark L{longest} on a real long input", _run, benchmark.main,
+        chain.command(f"benchmark L{longest} on a real long input", benchmark.main,
                     ["--package", str(packages / f"body-{longest}"), "--length", str(longest), "--long", "--source",
                      source, "--backend", "mil", "--output", str(root / "benchmarks" / f"body-{longest}-long.json")])
         candidate = best_passing_candidate(root / "sweep")
         if candidate is not None:
-            chain.stage(f"paired benchmark L{smallest}: FP16 vs {candidate.name}", _run, benchmark.main,
+            chain.command(f"paired benchmark L{smallest}: FP16 vs {candidate.name}", benchmark.main,
                         ["--package", str(packages / f"body-{smallest}"), "--length", str(smallest), "--vs",
                          str(candidate), "--source", source, "--backend", "mil",
                          "--output", str(root / "benchmarks" / f"vs-{smallest}-{candidate.name}.json")])
@@ -157,31 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     output = check_output(args.output, [local_source_directory(args.source)])
-    staging = output.parent / f".{output.name}.reproduce-partial"
-    if staging.exists():
-        raise UsageError(f"{staging} exists (another reproduce into {output} running, or left from a crash); remove it")
     started = time.perf_counter()
-    # The staging directory is removed if a stop request ends the chain (core/stop.py); a failed run is kept.
-    with stop.scratch(lambda: (staging.mkdir(), staging)[1]):
-        try:
-            reproduce(args.source, staging, jobs=args.jobs)
-        except StageFailed as error:
-            if stop.requested() is not None:
-                raise stop.StopRequested(stop.requested()) from None
-            failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
-            os.rename(staging, failed)
-            print(f"error: {error}\nThe partial evidence is kept in {failed} (reproduce.json has the traceback).",
-                  file=sys.stderr)
-            return 1
-        except stop.StopRequested:
-            raise
-        except BaseException:
-            failed = output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}"
-            os.rename(staging, failed)
-            raise
-        publish(staging, output)
-    print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
-    return 0
+    status = build_in_staging(output, lambda staging: reproduce(args.source, staging, jobs=args.jobs), "reproduce")
+    if status == 0:
+        print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
+    return status
 
 
 if __name__ == "__main__":

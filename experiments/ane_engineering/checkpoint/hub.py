@@ -59,8 +59,9 @@ def download_pinned(name: str, timeout_s: float = 10.0) -> Path:
 
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(timeout_s)))
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(timeout_s)))
-    # huggingface_hub retries a failed tree listing 5 times with backoff (about 25 s when the hub is down), so
-    # reachability is checked first with one request and no retries; unreachable -> only the local cache is read.
+    # huggingface_hub retries a failed tree listing several times with backoff (seconds of waiting when the hub is
+    # down), so reachability is checked first with one request and no retries; unreachable -> only the local cache
+    # is read.
     unreachable = _unreachable(timeout_s)
     try:
         return Path(snapshot_download(repo_id=repo_id, revision=commit, allow_patterns=ALLOWED_PATTERNS,

@@ -226,9 +226,10 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
     differences = _differences(device_config(parent["model_config"]), device_config(asdict(checkpoint.config)))
     if differences:
         raise ReweightError("the new checkpoint's architecture differs from the package's: " + "; ".join(differences[:8]))
-    # Hashing the parent (~0.15 s at full size) overlaps the FP16 cast and write: hashlib and torch release the GIL.
+    # Hashing the parent overlaps the FP16 cast and write: hashlib and torch release the GIL.
     # Nothing is published before it agrees with the manifest, and a modified parent is named as the cause first.
-    # One torch thread: its spinning pool would otherwise compete with the hashing threads (0.45 s -> 0.3 s).
+    # One torch thread: its spinning pool would otherwise compete with the hashing threads (the
+    # reweight benchmark's evidence, benchmarks/evidence/reweight_mmbert_base_shape.json, times the whole path).
     with single_torch_thread(), ThreadPoolExecutor(max_workers=1) as pool:
         parent_hash = pool.submit(package_content_hash, parent_package)
         try:

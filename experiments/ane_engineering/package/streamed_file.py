@@ -4,8 +4,8 @@ Bytes and FP16 casts of tensors are appended into a few reused, page-aligned chu
 fills, one thread hashes each full chunk (in order) and another writes it at its offset (hashlib and os.pwrite
 release the GIL). Where the OS allows,
 the file bypasses the page cache (O_DIRECT on Linux, F_NOCACHE on macOS): the file is never read back by the writer,
-and on the build machines first-touching 200 MB of fresh page cache costs ~0.5 s against ~0.12 s for the same
-direct write (measured; see the reweight benchmark). Filesystems that refuse direct I/O (tmpfs) get ordinary writes.
+and first-touching fresh page cache for a large file costs several times a direct write of the same bytes (the
+reweight benchmark, benchmarks/reweight_vs_export.py, times both paths). Filesystems that refuse direct I/O (tmpfs) get ordinary writes.
 The SHA256 covers exactly the bytes of the finished file.
 """
 

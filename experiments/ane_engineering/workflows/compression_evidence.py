@@ -23,11 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, machine, portable_path, tool_versions
+from .chain import Chain, build_in_staging
 
-SSE_RTOL = 1e-9  # as package/palettize/kmeans_exact.SSE_RTOL: ours <= theirs (1 + rtol) + atol counts as not worse
-SSE_ATOL = 1e-18
 
 
 def group_errors(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
@@ -60,6 +58,10 @@ def group_errors(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
 
 
 def compare_groups(parent: Path, ours: Path, theirs: Path) -> dict:
+    """Per group, the exact k-means' squared error against coremltools' (kmeans_exact's comparison: ours <= theirs
+    (1 + SSE_RTOL) + SSE_ATOL counts as not worse)."""
+    from ..package.palettize.kmeans_exact import SSE_ATOL, SSE_RTOL
+
     a, b = group_errors(parent, ours), group_errors(parent, theirs)
     if set(a) != set(b):
         raise RuntimeError(f"{ours.name} and {theirs.name} palettized different weights")
@@ -101,51 +103,6 @@ def sse_evidence(parent: Path, exact_sweep: Path, coremltools_sweep: Path, outpu
                 "pairs": pairs, "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint()}
     output.write_text(json.dumps(evidence, indent=1) + "\n", encoding="utf-8")
     return evidence
-
-
-class Chain:
-    """Runs stages in order, logging each with its time and exit status (the log goes into compression.json)."""
-
-    def __init__(self, total: int):
-        self.total, self.log = total, []
-
-    def stage(self, name: str, function, *args):
-        import sys
-        import time
-        import traceback
-
-        index = len(self.log) + 1
-        print(f"[compression {index}/{self.total}] {name} ...", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        try:
-            value = function(*args)
-        except Exception as error:  # the chain stops here and says why
-            self.log.append({"stage": name, "status": "failed", "seconds": time.perf_counter() - started,
-                             "error": f"{error.__class__.__name__}: {error}",
-                             "traceback": traceback.format_exc(limit=8)})
-            raise StageFailed(f"stage '{name}' failed: {error.__class__.__name__}: {error}") from error
-        self.log.append({"stage": name, "status": "ok", "seconds": time.perf_counter() - started})
-        print(f"[compression {index}/{self.total}] {name}: done in {self.log[-1]['seconds']:.1f} s", file=sys.stderr,
-              flush=True)
-        return value
-
-    def command(self, name: str, main, argv: list[str], expect_pass: bool = True) -> None:
-        """One command's main() as a stage; exit 2 (refused) stops the chain, exit 1 (gates failed) is recorded and
-        stops it only when the stage must pass."""
-        from ..core.cli import run_main
-
-        def run():
-            status = run_main(main, argv)
-            if status == 2 or (expect_pass and status != 0):
-                raise StageFailed(f"{name}: exit status {status}")
-            return status
-
-        status = self.stage(name, run)
-        self.log[-1]["exit_status"] = status
-
-
-class StageFailed(HarnessError):
-    pass
 
 
 def family_chain(chain: Chain, commands: dict, root: Path, source: str, kind: str, lengths: list[int], bits: str,
@@ -196,33 +153,25 @@ def run_compression_evidence(output: Path, families, commands: dict, bits: str, 
                              executor: str = "local", group_axes: str = "input,output") -> int:
     """Every family's chain into a staging sibling of `output` (refused if it exists), published when all ran; a
     chain that stops leaves the staging directory renamed `<output>.failed-<time>` for a look. Returns 0 or 1."""
-    import os
-    import sys
     import time
 
-    from ..core.staging import check_output, publish
+    from ..core.staging import check_output
 
     output = check_output(output)
-    staging = output.parent / f".{output.name}.partial"
-    staging.mkdir()  # refused if another run left one: remove it after a look
-    started, status = time.perf_counter(), 0
-    chain = Chain(sum(6 + len(lengths) for *_, lengths, _ in families))
-    try:
-        for family, source, kind, lengths, mixed in families:
-            family_chain(chain, commands, staging / family, source, kind, lengths, bits, group_sizes, jobs, mixed,
-                         executor, group_axes)
-    except StageFailed as error:
-        print(f"error: {error}", file=sys.stderr)
-        status = 1
-    finally:
-        (staging / "compression.json").write_text(json.dumps(
-            {"families": [{"family": f, "source": s, "kind": k, "lengths": list(n), "mixed_bits": m}
-                          for f, s, k, n, m in families], "bits": bits, "group_sizes": group_sizes, "group_axes": group_axes, "jobs": jobs,
-             "executor": executor, "stages": chain.log, "seconds": time.perf_counter() - started,
-             "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint()}, indent=1) + "\n",
-            encoding="utf-8")
-    if status == 0:
-        publish(staging, output)
-    else:
-        os.rename(staging, output.parent / f"{output.name}.failed-{time.strftime('%Y%m%d-%H%M%S')}")
-    return status
+    chain = Chain(sum(6 + len(lengths) for *_, lengths, _ in families), "compression")
+
+    def build(staging: Path) -> None:
+        started = time.perf_counter()
+        try:
+            for family, source, kind, lengths, mixed in families:
+                family_chain(chain, commands, staging / family, source, kind, lengths, bits, group_sizes, jobs,
+                             mixed, executor, group_axes)
+        finally:
+            (staging / "compression.json").write_text(json.dumps(
+                {"families": [{"family": f, "source": s, "kind": k, "lengths": list(n), "mixed_bits": m}
+                              for f, s, k, n, m in families], "bits": bits, "group_sizes": group_sizes,
+                 "group_axes": group_axes, "jobs": jobs, "executor": executor, "stages": chain.log,
+                 "seconds": time.perf_counter() - started, "machine": machine(), "tools": tool_versions(),
+                 "harness": harness_fingerprint()}, indent=1) + "\n", encoding="utf-8")
+
+    return build_in_staging(output, build, "compression")
