@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("numba")
 ct = pytest.importorskip("coremltools")
 
+from experiments.ane_engineering.package.palettize import fp16_lut  # noqa: E402
 from experiments.ane_engineering.package.palettize import kmeans_exact as ke  # noqa: E402
 
 
@@ -162,7 +163,7 @@ def test_fp16_rounding_matches_numpy():
     def round_all(a):
         out = np.empty_like(a)
         for i in range(a.size):
-            out[i] = ke._round_fp16(a[i])
+            out[i] = fp16_lut._round_fp16(a[i])
         return out
 
     fp16 = ke.RANK_VALUES
