@@ -17,15 +17,19 @@ from experiments.ane_engineering.core.cli import run_main
 REPO = Path(__file__).resolve().parent.parent
 
 
-def refused(main, argv: list, capsys, *needles: str, output: Path | None = None) -> str:
+def refused(main, argv: list, capsys, *needles: str, output: Path | None = None, alone: bool = False,
+            max_chars: int | None = None) -> str:
     """Run `main(argv)` through run_main; it must exit 2 with one `error: ` line holding every needle and no
-    traceback. With `output`, nothing may be left at that path or beside it. Returns the error line."""
+    traceback. With `output`, nothing may be left at that path or beside it; with `alone`, stderr holds nothing but
+    that line; with `max_chars`, the line is shorter than that. Returns the error line."""
     before = set(output.parent.iterdir()) if output is not None else None
     status = run_main(main, argv)
     err = capsys.readouterr().err
     line = one_error_line(status, err)
     for needle in needles:
         assert needle in line, line
+    assert not alone or not err.replace(line, "").strip(), err
+    assert max_chars is None or len(line) < max_chars, line
     if output is not None:
         assert not output.exists() and set(output.parent.iterdir()) == before, sorted(output.parent.iterdir())
     return line

@@ -9,22 +9,18 @@ import shutil
 
 import pytest
 
+import command_support
+
 from experiments.ane_engineering import (benchmark, encode, execute, golden, palettize, probe, reproduce, reweight,
                                          sweep, validate)
-from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.core.limits import MAX_DIMENSION, max_workers
 
 HUGE = str(10 ** 9)
 
 
 def refused(main, argv, capsys, *needles) -> str:
-    status = run_main(main, argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert status == 2 and len(lines) == 1 and not err.replace(lines[0], "").strip(), (status, err)
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+    """A refusal whose one `error:` line is all the command wrote to stderr."""
+    return command_support.refused(main, argv, capsys, *needles, alone=True)
 
 
 @pytest.fixture

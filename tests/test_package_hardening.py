@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import command_support
+
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import get_new_symbol, types  # noqa: E402
@@ -62,15 +64,8 @@ CORE_ML = Path("Data") / "com.apple.CoreML"
 
 # ------------------------------------------------------------------------------------------------------ helpers
 def refused(main, argv, capsys, *needles) -> str:
-    """Run a command as the shell would: exit 2, exactly one `error:` line naming the problem, no traceback."""
-    status = run_main(main, argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert status == 2 and len(lines) == 1 and "Traceback" not in err, (status, err)
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    assert len(lines[0]) < 600, lines[0]
-    return lines[0]
+    """Run a command as the shell would: exit 2, exactly one short `error:` line naming the problem, no traceback."""
+    return command_support.refused(main, argv, capsys, *needles, max_chars=600)
 
 
 @contextlib.contextmanager
