@@ -61,40 +61,10 @@ RANK_OF_BITS, RANK_VALUES = _fp16_tables()
 
 # ----------------------------------------------------------------------------------------------------------------
 @cached_njit(nogil=True)
-def _histogram(bits, rank_of_bits, counts, R):
-    """Distinct values (as ranks) and counts of one FP16 group; counts[R] must be zero and is left zero."""
-    m = bits.size
-    rmin = R
-    rmax = -1
-    for e in range(m):
-        r = rank_of_bits[bits[e]]
-        if r < 0:
-            return np.empty(0, dtype=np.int32), np.empty(0), False
-        counts[r] += 1
-        if r < rmin:
-            rmin = r
-        if r > rmax:
-            rmax = r
-    n = 0
-    for r in range(rmin, rmax + 1):
-        if counts[r] > 0:
-            n += 1
-    ranks = np.empty(n, dtype=np.int32)
-    w = np.empty(n)
-    q = 0
-    for r in range(rmin, rmax + 1):
-        if counts[r] > 0:
-            ranks[q] = r
-            w[q] = counts[r]
-            counts[r] = 0
-            q += 1
-    return ranks, w, True
-
-
-@cached_njit(nogil=True)
-def _histogram_weighted(bits, wrow, rank_of_bits, counts, sums, R):
-    """As `_histogram`, and the sum of the per-element weights `wrow` of every distinct value (the objective's weight
-    of that value); counts and sums[R] must be zero and are left zero. Returns ranks, counts, sums, ok."""
+def _histogram(bits, wrow, weighted, rank_of_bits, counts, sums, R):
+    """Distinct values (as ranks) of one FP16 group with their counts and, when `weighted`, the sum of the
+    per-element weights `wrow` of each (the objective's weight of that value; otherwise the count). counts and
+    sums[R] must be zero and are left zero. Returns ranks, counts, weights, ok (False: a non-finite value)."""
     m = bits.size
     rmin = R
     rmax = -1
@@ -103,7 +73,8 @@ def _histogram_weighted(bits, wrow, rank_of_bits, counts, sums, R):
         if r < 0:
             return np.empty(0, dtype=np.int32), np.empty(0), np.empty(0), False
         counts[r] += 1
-        sums[r] += wrow[e]
+        if weighted:
+            sums[r] += wrow[e]
         if r < rmin:
             rmin = r
         if r > rmax:
@@ -114,15 +85,16 @@ def _histogram_weighted(bits, wrow, rank_of_bits, counts, sums, R):
             n += 1
     ranks = np.empty(n, dtype=np.int32)
     c = np.empty(n)
-    w = np.empty(n)
+    w = np.empty(n) if weighted else c
     q = 0
     for r in range(rmin, rmax + 1):
         if counts[r] > 0:
             ranks[q] = r
             c[q] = counts[r]
-            w[q] = sums[r]
+            if weighted:
+                w[q] = sums[r]
+                sums[r] = 0.0
             counts[r] = 0
-            sums[r] = 0.0
             q += 1
     return ranks, c, w, True
 
@@ -147,11 +119,7 @@ def _palettize_rows(bits2d, K, method, radius, max_polish, rank_of_bits, rank_va
     sums = np.zeros(R)
     for g in range(row_lo, row_hi):
         bits = bits2d[g]
-        if weighted:
-            ranks, c, w, ok = _histogram_weighted(bits, weights2d[g], rank_of_bits, counts, sums, R)
-        else:
-            ranks, w, ok = _histogram(bits, rank_of_bits, counts, R)
-            c = w
+        ranks, c, w, ok = _histogram(bits, weights2d[g if weighted else 0], weighted, rank_of_bits, counts, sums, R)
         if not ok:
             out_stats[g, 5] = -1.0
             continue
