@@ -223,7 +223,8 @@ class _ProgramCheck:
         function = self.spec.mlProgram.functions[function_name]
         block = function.block_specializations[function.opset]
         inputs = {value.name: value.type for value in function.inputs}
-        described_inputs = [feature.name for feature in description.input]
+        # an iOS18 stateful model describes its states (ct.StateType) apart from its inputs; the function takes both
+        described_inputs = [feature.name for feature in description.input] + [f.name for f in description.state]
         if sorted(described_inputs) != sorted(inputs):
             self.fail(f"the model description names inputs {sorted(described_inputs)[:8]}, function "
                       f"{function_name!r} takes {sorted(inputs)[:8]}")
