@@ -24,6 +24,10 @@ The package may be any .mlpackage (our manifest is not needed) or one of our exp
 inconsistent package, one whose Manifest.json or a symlink leads outside it, or an inputs file that does not fit the
 program is refused in one line before anything of it runs (a batch then publishes no output at all).
 Exit status: 0 done, 1 --describe found unsupported ops, 2 refused (unsupported op, bad input, existing output).
+
+From Python: `install_coremltools_predict()` (from this module) makes coremltools' MLModel(path).predict(...) and
+make_state() run through the executor off macOS (run/mil/predict_shim.py); run/mil/predictor.py is the executor's
+own API (pictures, states, classifiers).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from .core.cli import UsageError, atomic_file, run_main
 from .core.limits import MAX_LOOP_ITERATIONS
 from .core.staging import check_output, staged_directory
 from .run.mil.numerics import FP32_ACCUMULATE, MODES
+from .run.mil.predict_shim import install_coremltools_predict, uninstall_coremltools_predict  # noqa: F401 - the API
+
+__all__ = ["build_parser", "install_coremltools_predict", "main", "uninstall_coremltools_predict"]
 
 
 def build_parser() -> argparse.ArgumentParser:
