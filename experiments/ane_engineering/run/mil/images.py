@@ -11,7 +11,8 @@ on 0..255 pixel values. `describe` reads both: layout and size from the descript
 Pictures to tensors (`to_tensor`), as Core ML takes them (coremltools' `predict` takes a PIL image; the same page):
 - a picture file (PNG, JPEG, anything Pillow opens) or a PIL image: converted to mode "RGB" for an RGB or BGR input,
   "L" for GRAYSCALE, "F" (float pixels) for GRAYSCALE_FLOAT16; its size must be one the input accepts (no resizing);
-- an H x W x C uint8 array (or H x W for grayscale) is a picture in RGB order, as PIL holds it;
+- an H x W x C array (or H x W for grayscale) is a picture in RGB order, as PIL holds it: uint8 as pictures are,
+  or float pixel values (0..255; any value for GRAYSCALE_FLOAT16), taken as they are;
 - for a BGR input the channels are reversed (pictures are RGB, the model takes B, G, R); then HWC -> (1, C, H, W);
 - anything else (e.g. a (1, C, H, W) float array) is already the program's tensor, in the model's own channel order,
   and passes unchanged.
@@ -104,7 +105,8 @@ class ImageInfo:
 
     def preprocessing_text(self) -> str:
         if not self.scale and not self.bias:
-            return "no scale or bias in the graph (pixels enter as 0..255)"
+            return "no scale or bias in the graph (pixels enter as they are" + (
+                ")" if self.layout == "GRAYSCALE_FLOAT16" else ": 0..255)")
         scale = _values_text(self.scale) if self.scale else "1"
         bias = _values_text(self.bias) if self.bias else "0"
         return f"the graph computes {scale} * pixel + {bias}"
@@ -222,8 +224,7 @@ def to_tensor(info: ImageInfo, value) -> np.ndarray:
     elif _is_pil(value):
         value = _pil_array(value, info)
     array = np.asarray(value)
-    picture = array.dtype == np.uint8 and array.ndim in (2, 3) or info.layout == "GRAYSCALE_FLOAT16" and array.ndim == 2
-    if not picture:
+    if array.ndim not in (2, 3) or array.dtype.kind not in "fiub":
         return array  # the program's own tensor (channels first, model channel order): checked by the executor
     if array.ndim == 2:
         array = array[:, :, None]  # (H, W) -> (H, W, 1)

@@ -1,5 +1,6 @@
-"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, read
-inputs from an .npz, run the package and turn its outputs into arrays (the command writes them atomically).
+"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package (image
+features with their layout, size and baked-in preprocessing; states apart from inputs), run the package and turn
+its outputs into arrays (the command writes them atomically; batch.py reads its input files).
 
 A package is either an .mlpackage (made by anything: coremltools.convert of any model) or one of our export
 directories holding model.mlpackage and manifest.json; nothing here reads the manifest. Describing and running both
@@ -74,7 +75,7 @@ def format_description(info: dict) -> str:
         if "image" in t:  # ct.ImageType: a picture in the description, this tensor in the program
             image = t["image"]
             line += (f"\n    image: {image['layout']}, {image['size']} size {image['sizes']} (height x width); "
-                     f"{image_preprocessing(image['preprocessing'])}")
+                     f"{image_preprocessing(image)}")
         return line
 
     lines = [f"package: {info['package']}",
@@ -93,11 +94,12 @@ def format_description(info: dict) -> str:
     return "\n".join(lines)
 
 
-def image_preprocessing(preprocessing: dict) -> str:
+def image_preprocessing(image: dict) -> str:
     """'the graph computes 0.00392157 * pixel + [0.1, 0.2, 0.3]': the scale and bias coremltools baked in."""
     from .images import ImageInfo
 
-    return ImageInfo("", "RGB", 0, 0, scale=tuple(preprocessing["scale"]),
+    preprocessing = image["preprocessing"]
+    return ImageInfo("", image["layout"], 0, 0, scale=tuple(preprocessing["scale"]),
                      bias=tuple(preprocessing["bias"])).preprocessing_text()
 
 
@@ -124,6 +126,9 @@ def load_executor(path: Path, mode: str = FP32_ACCUMULATE, function_name: str | 
                        max_loop_iterations=max_loop_iterations)
 
 
-def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCUMULATE,
-                function_name: str | None = None, max_loop_iterations: int = MAX_LOOP_ITERATIONS) -> dict[str, np.ndarray]:
-    return outputs_as_arrays(load_executor(path, mode, function_name, max_loop_iterations).run(inputs))
+def run_package(path: Path, inputs: dict, mode: str = FP32_ACCUMULATE, function_name: str | None = None,
+                max_loop_iterations: int = MAX_LOOP_ITERATIONS) -> dict[str, np.ndarray]:
+    """One run of a (stateless) package as arrays; image inputs take pictures as predictor.Predictor does."""
+    from .predictor import Predictor
+
+    return outputs_as_arrays(Predictor(path, mode, function_name, max_loop_iterations).predict(inputs))
