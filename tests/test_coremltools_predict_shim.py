@@ -100,6 +100,13 @@ def test_classifier_label_and_probabilities(shim, models):
     assert len(batch) == 2 and batch[0]["classLabel"] == out["classLabel"]
 
 
+def test_integer_labels_come_back_as_int(shim, tmp_path):
+    _, pkg = convert_classifier(tmp_path / "ints.mlpackage", labels=(10, 20, 30))
+    out = MLModel(str(pkg)).predict({"x": np.array([[0.5, -1.0, 2.0, 0.1]], np.float32)})
+    assert type(out["classLabel"]) is int and out["classLabel"] in (10, 20, 30)
+    assert sorted(out["classLabel_probs"]) == [10, 20, 30]
+
+
 def test_stateful_model_steps_with_make_state(shim, models):
     net, pkg = models["kv"]
     reference = KVCache().eval()

@@ -18,7 +18,8 @@ coremlpython/CoreMLPythonUtils.mm):
   `_convert_tensor_to_numpy`: torch tensors and lists to numpy; fp16 arrays to float32), so a call refused on a Mac
   is refused here;
 - `data` may be a dict or a list of dicts (a batch, list of output dicts back; no state with a batch);
-- outputs: a dict of numpy arrays; a classifier's label as str or int and its probabilities as {class: float}; an
+- outputs: a dict of numpy arrays; int64, double and string features (a classifier's label) as Python int, float
+  and str, a classifier's probabilities as {class: float}; an
   image output as a PIL image: mode RGBA for RGB/BGR (the binding turns Core ML's 32BGRA pixel buffer into an RGBA
   image; alpha 255 here), L for GRAYSCALE, F for GRAYSCALE_FLOAT16;
 - `make_state()` returns a coremltools MLState whose read_state / write_state reach the executor's state (state.py);
@@ -34,6 +35,7 @@ from .numerics import FP32_ACCUMULATE
 _ORIGINAL: dict = {}
 _OPTIONS: dict = {}
 _CACHE_ATTRIBUTE = "_mil_executor_predictor"
+_SCALARS = {"int64Type": int, "doubleType": float, "stringType": str}  # what the binding returns for these features
 
 
 def _predictor(mlmodel):
@@ -68,6 +70,10 @@ def _predict_one(mlmodel, data: dict, state):
     for name, info in model.image_outputs.items():
         if name in outputs:
             outputs[name] = _as_coreml_picture(outputs[name], info.layout)
+    for feature in mlmodel._spec.description.output:  # int64 / double / string features: Python scalars
+        kind = feature.type.WhichOneof("Type")
+        if feature.name in outputs and kind in _SCALARS:
+            outputs[feature.name] = _SCALARS[kind](np.asarray(outputs[feature.name]).item())
     return outputs
 
 
