@@ -74,6 +74,8 @@ def test_images_as_pil_pictures(shim, models, layout):
         np.testing.assert_array_equal(out[name], expected[name])
     with pytest.raises(TypeError, match="must be of type PIL.Image.Image"):  # coremltools' own check, as on a Mac
         MLModel(str(pkg)).predict({"image": pixels})
+    with pytest.raises(RuntimeError, match="pictures are not resized"):  # what the program refuses: RuntimeError
+        MLModel(str(pkg)).predict({"image": Image.fromarray(pixels[:-1])})
 
 
 def test_image_output_as_a_pil_picture(shim, models):
@@ -124,6 +126,8 @@ def test_stateful_model_steps_with_make_state(shim, models):
     np.testing.assert_allclose(state.read_state("v_cache"), reference.v_cache.numpy(), atol=16 * U16 * 2)
     state.write_state("v_cache", np.zeros((1, KVCache.CACHE, KVCache.DIM), np.float16))
     assert not state.read_state("v_cache").any()
+    with pytest.raises(RuntimeError, match="stateful"):
+        model.predict(kv_step_inputs(0, rng))
 
 
 def test_a_model_ct_convert_returned_predicts_too(shim):

@@ -16,7 +16,8 @@ coremlpython/CoreMLPythonUtils.mm):
 - inputs go through coremltools' own checks and conversions first (`_verify_input_dict`: known input names, and an
   image input must be a PIL image of mode RGB for RGB/BGR, L for GRAYSCALE, F for GRAYSCALE_FLOAT16;
   `_convert_tensor_to_numpy`: torch tensors and lists to numpy; fp16 arrays to float32), so a call refused on a Mac
-  is refused here;
+  is refused here; what the program then refuses (a shape, a missing input, a picture of another size, no state for
+  a stateful model) or an op that fails raises RuntimeError, as Core ML's predict does;
 - `data` may be a dict or a list of dicts (a batch, list of output dicts back; no state with a batch);
 - outputs: a dict of numpy arrays; int64, double and string features (a classifier's label) as Python int, float
   and str, a classifier's probabilities as {class: float}; an
@@ -64,9 +65,14 @@ def _predict_one(mlmodel, data: dict, state):
     mlmodel._verify_input_dict(data)  # coremltools' own checks and conversions, as its predict applies them
     mlmodel._convert_tensor_to_numpy(data)
     mlmodel._update_float16_multiarray_input_to_float32(data)
+    from ...core.errors import HarnessError
+
     model = _predictor(mlmodel)
     inner = None if state is None else getattr(state, "__proxy__", state)
-    outputs = model.predict(data, state=inner)
+    try:
+        outputs = model.predict(data, state=inner)
+    except HarnessError as error:  # inputs the program refuses, an op failing: Core ML's predict raises RuntimeError
+        raise RuntimeError(f"mil executor: {error}") from error
     for name, info in model.image_outputs.items():
         if name in outputs:
             outputs[name] = _as_coreml_picture(outputs[name], info.layout)
