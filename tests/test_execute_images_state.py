@@ -230,3 +230,20 @@ def test_batch_of_pictures_and_refusals(image_models, picture, tmp_path, capsys)
     assert "would both write p0.npz" in capsys.readouterr().err
     assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(folder), "--output",
                                    str(tmp_path / "x.npz")]) == 2
+
+
+def test_a_state_described_with_another_shape_is_refused(kv_model, tmp_path):
+    import shutil
+
+    from experiments.ane_engineering.package.mil.errors import ProgramLoadError
+
+    _, pkg = kv_model
+    damaged = tmp_path / "damaged.mlpackage"
+    shutil.copytree(pkg, damaged)
+    spec_file = damaged / "Data" / "com.apple.CoreML" / "model.mlmodel"
+    spec = ct.proto.Model_pb2.Model()
+    spec.ParseFromString(spec_file.read_bytes())
+    spec.description.state[0].type.stateType.arrayType.shape[1] += 1
+    spec_file.write_bytes(spec.SerializeToString())
+    with pytest.raises(ProgramLoadError, match=r"state 'k_cache' has shape \[1, 7, 8\] in the model description"):
+        Predictor(damaged)
