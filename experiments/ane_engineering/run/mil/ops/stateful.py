@@ -22,7 +22,7 @@ def op_read_state(node, args, num):
     return _buffer(node, args["input"]).read()
 
 
-@register("coreml_update_state", since="iOS18")
+@register("coreml_update_state")  # a coreml-dialect op, in no opset of coremltools' core registry (states: iOS18+)
 def op_coreml_update_state(node, args, num):
     buffer = _buffer(node, args["state"])
     buffer.write(args["value"])
