@@ -30,6 +30,15 @@ from .state import ModelState, StateError, state_infos
 PICTURE_FORMS = ("array", "pil")
 
 
+def package_path(path: Path) -> Path:
+    """The .mlpackage itself, or the model.mlpackage inside one of our export directories."""
+    path = Path(path)
+    inner = path / "model.mlpackage"
+    if path.is_dir() and not (path / "Manifest.json").exists() and inner.is_dir():
+        return inner
+    return path
+
+
 class Predictor:
     """Load a package once, predict many times (module docstring)."""
 
@@ -37,7 +46,6 @@ class Predictor:
                  max_loop_iterations: int = MAX_LOOP_ITERATIONS, **executor_options):
         from ...package.mil.load import load_program
         from .executor import MILExecutor
-        from .tool import package_path
 
         loaded = load_program(package_path(package), function_name)
         self.image_inputs, self.image_outputs = image_features(loaded.spec, loaded.function_name, loaded.function)

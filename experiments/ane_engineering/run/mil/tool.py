@@ -21,15 +21,7 @@ import numpy as np
 
 from ...core.limits import MAX_LOOP_ITERATIONS
 from .numerics import FP32_ACCUMULATE
-
-
-def package_path(path: Path) -> Path:
-    """The .mlpackage itself, or the model.mlpackage inside one of our export directories."""
-    path = Path(path)
-    inner = path / "model.mlpackage"
-    if path.is_dir() and not (path / "Manifest.json").exists() and inner.is_dir():
-        return inner
-    return path
+from .predictor import package_path  # noqa: F401 - part of this module's API
 
 
 def describe_package(path: Path, function_name: str | None = None) -> dict:
