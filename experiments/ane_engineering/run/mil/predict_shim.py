@@ -61,6 +61,12 @@ def _as_coreml_picture(picture: np.ndarray, layout: str):
     return Image.fromarray(picture)
 
 
+def predict_with_executor(mlmodel, data: dict, state=None) -> dict:
+    """One prediction of a coremltools MLModel through the executor with Core ML's conventions (module docstring),
+    whatever machine this is: what the patched predict runs, also for plugins that route predictions themselves."""
+    return _predict_one(mlmodel, data, state)
+
+
 def _predict_one(mlmodel, data: dict, state):
     mlmodel._verify_input_dict(data)  # coremltools' own checks and conversions, as its predict applies them
     mlmodel._convert_tensor_to_numpy(data)
