@@ -161,6 +161,18 @@ USER_TESTS = '''
 '''
 
 
+SESSION_TEST = '''
+    import os
+    import numpy as np
+    from coremltools.models import MLModel
+
+
+    def test_predict_without_a_fixture():
+        out = MLModel(os.environ["USER_PACKAGE"]).predict({"x": np.array([[0.5, -1.0, 2.0, 0.1]], np.float32)})
+        assert out["classLabel"] in ("cat", "dog", "bird")
+'''
+
+
 def test_the_pytest_plugin_in_a_user_project(models, tmp_path):
     (tmp_path / "test_user.py").write_text(textwrap.dedent(USER_TESTS))
     env = {**os.environ, "USER_PACKAGE": str(models["classifier"][1]),
@@ -170,3 +182,10 @@ def test_the_pytest_plugin_in_a_user_project(models, tmp_path):
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "2 passed" in result.stdout
+    # the option: every test of the session predicts through the executor, no fixture needed
+    (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION_TEST))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                             "experiments.ane_engineering.run.mil.pytest_plugin", "--coremltools-predict-on-linux",
+                             str(tmp_path / "test_session.py")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
