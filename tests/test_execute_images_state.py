@@ -247,3 +247,17 @@ def test_a_state_described_with_another_shape_is_refused(kv_model, tmp_path):
     spec_file.write_bytes(spec.SerializeToString())
     with pytest.raises(ProgramLoadError, match=r"state 'k_cache' has shape \[1, 7, 8\] in the model description"):
         Predictor(damaged)
+
+
+def test_a_models_own_leading_mul_is_not_taken_for_preprocessing(tmp_path):
+    class Doubled(torch.nn.Module):
+        def forward(self, x):
+            return x * 2.0 + 1.0
+
+    traced = torch.jit.trace(Doubled().eval(), torch.rand(1, 3, HEIGHT, WIDTH))
+    model = ct.convert(traced, inputs=[ct.ImageType(name="image", shape=(1, 3, HEIGHT, WIDTH))], convert_to="mlprogram",
+                       minimum_deployment_target=ct.target.iOS16, skip_model_load=True)
+    model.save(str(tmp_path / "doubled.mlpackage"))
+    image = tool.describe_package(tmp_path / "doubled.mlpackage")["inputs"][0]["image"]
+    assert image["preprocessing"] == {"scale": [], "bias": []}
+    assert tool.image_preprocessing(image) == "no scale or bias in the graph (pixels enter as they are: 0..255)"

@@ -4,7 +4,7 @@ ML converts them.
 An ImageType feature is an image in the model description (colour layout, size) and a plain tensor in the program:
 (1, C, H, W), fp32 for RGB, BGR and GRAYSCALE, fp16 for GRAYSCALE_FLOAT16 (C = 3 or 1). coremltools bakes the
 ImageType's `scale` and `bias` into the graph as its leading ops, `mul` then `add` on the input (named
-`<input>__scaled__`, `<input>__biased__`; coremltools' docs "Image Input and Output",
+`<input>__scaled__`, `<input>__biased__`, the names read here; coremltools' docs "Image Input and Output",
 https://apple.github.io/coremltools/docs-guides/source/image-inputs.html): the program computes scale * pixel + bias
 on 0..255 pixel values. `describe` reads both: layout and size from the description, scale and bias from the ops.
 
@@ -126,18 +126,21 @@ def _size_range(size_range) -> tuple[int, int | None]:
 
 
 def _preprocessing(function, name: str) -> tuple[tuple, tuple]:
-    """The leading mul (scale) and add (bias) by constants on input `name`, as coremltools inserts them."""
+    """The scale and bias coremltools inserted on input `name`: the `mul` named <name>__scaled__ and the `add` named
+    <name>__biased__ right after the input, each by a constant (a model's own first ops are not mistaken for them)."""
     scale: tuple = ()
     bias: tuple = ()
     var = function.inputs.get(name)
-    while var is not None and len(var.child_ops) == 1:
+    for op_type, suffix in (("mul", "__scaled__"), ("add", "__biased__")):
+        if var is None or len(var.child_ops) != 1:
+            break
         op = var.child_ops[0]
-        if op.op_type not in ("mul", "add") or op.outputs[0] in function.outputs:
-            break
+        if op.op_type != op_type or op.name != f"{name}{suffix}":
+            continue  # coremltools leaves out the mul when scale is 1, the add when bias is 0
         other = op.y if op.x is var else op.x
-        if other is var or other.val is None or (op.op_type == "mul" and scale) or bias:
+        if other is var or other.val is None:
             break
-        if op.op_type == "mul":
+        if op_type == "mul":
             scale = _flat(other.val)
         else:
             bias = _flat(other.val)
