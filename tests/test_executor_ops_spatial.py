@@ -265,6 +265,26 @@ def test_crop_resize_follows_coremltools_op_test():
     np.testing.assert_array_equal(out.reshape(-1), f16([6, 7, 10, 11]))
 
 
+def test_ios15_crop_resize_outside_the_image_reflects_as_core_ml_does():
+    """coremltools' iOS15 op test (iOS15/test_image_resizing.py, TestCropResize): an inverted normalized box beyond
+    the image, UNALIGN_CORNERS; Core ML's expected values, which a zero fill (the former handler) misses entirely."""
+    x = f16(np.arange(1, 17).reshape(1, 1, 4, 4))
+    roi = f16([2, 2, 1, 1]).reshape(1, 1, 4, 1, 1)
+    kw = {"roi": roi, "target_height": 2, "target_width": 2, "normalized_coordinates": True,
+          "box_coordinate_mode": "CORNERS_HEIGHT_FIRST", "sampling_mode": "UNALIGN_CORNERS"}
+    (out,) = run(lambda v: mb.crop_resize(x=v, **kw), {"x": x}, opset=ct.target.iOS15)
+    assert out.shape == (1, 1, 1, 2, 2)
+    np.testing.assert_array_equal(out.reshape(-1), f16([3.5, 5.5, 11.5, 13.5]))
+    # iOS16 defines pad_value: the same box reads it everywhere (all its samples, 5.5 and 3.5, lie outside 0..3)
+    (padded,) = run(lambda v: mb.crop_resize(x=v, pad_value=np.float16(7), **kw), {"x": x}, opset=ct.target.iOS16)
+    np.testing.assert_array_equal(padded.reshape(-1), f16([7, 7, 7, 7]))
+    # inside the image the two opsets agree (the reflection only moves samples that fall outside)
+    inside = {**kw, "roi": f16([0, 0.1, 1, 0.9]).reshape(1, 1, 4, 1, 1)}
+    (a,) = run(lambda v: mb.crop_resize(x=v, **inside), {"x": x}, opset=ct.target.iOS15)
+    (b,) = run(lambda v: mb.crop_resize(x=v, pad_value=np.float16(7), **inside), {"x": x}, opset=ct.target.iOS16)
+    np.testing.assert_array_equal(a, b)
+
+
 # ----------------------------------------------------------------------------------------------- conv_transpose
 
 CT = [  # (groups, strides, dilations, pad_type, pad, output_shape spatial or None)

@@ -49,6 +49,7 @@ class TensorInfo:
     mil_dtype: str  # MIL type name, e.g. "fp16", "fp32", "int32"
     enumerated: tuple[tuple[int, ...], ...] = ()  # the shapes an enumerated-shape input accepts (from the spec)
     ranges: tuple[tuple[int, int | None], ...] = ()  # per dim (lower, upper or None: unbounded) of a RangeDim input
+    state: bool = False  # an iOS18 state (ct.StateType): a buffer read_state reads and coreml_update_state writes
 
     @property
     def is_static(self) -> bool:
@@ -86,6 +87,8 @@ class TensorInfo:
             out["enumerated_shapes"] = [list(s) for s in self.enumerated]
         if self.ranges:
             out["shape_ranges"] = [[lo, hi] for lo, hi in self.ranges]  # hi None: unbounded
+        if self.state:
+            out["state"] = True
         return out
 
 
@@ -141,8 +144,9 @@ def tensor_info(var, feature=None) -> TensorInfo:
     """Static dims as ints, symbolic dims as None; an input's enumerated shapes come from its spec feature."""
     from coremltools.converters.mil.mil import types
 
+    state = types.is_state(var.sym_type)  # its var.shape and var.dtype are those of the tensor it holds
     shape = tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in var.shape) \
-        if types.is_tensor(var.sym_type) else ()
+        if types.is_tensor(var.sym_type) or state else ()
     enumerated: tuple = ()
     ranges: tuple = ()
     if feature is not None and feature.type.WhichOneof("Type") == "multiArrayType":
@@ -155,7 +159,7 @@ def tensor_info(var, feature=None) -> TensorInfo:
                            for r in array.shapeRange.sizeRanges)
             if len(ranges) != len(shape):
                 raise ProgramLoadError(f"input {var.name!r}: {len(ranges)} shape ranges for a rank-{len(shape)} input")
-    return TensorInfo(var.name, shape, var_dtype(var), var_type_name(var), enumerated, ranges)
+    return TensorInfo(var.name, shape, var_dtype(var), var_type_name(var), enumerated, ranges, state)
 
 
 @contextlib.contextmanager

@@ -223,16 +223,29 @@ class _ProgramCheck:
         function = self.spec.mlProgram.functions[function_name]
         block = function.block_specializations[function.opset]
         inputs = {value.name: value.type for value in function.inputs}
-        described_inputs = [feature.name for feature in description.input]
+        # an iOS18 stateful model describes its states (ct.StateType) apart from its inputs; the function takes both
+        described_inputs = [feature.name for feature in description.input] + [f.name for f in description.state]
         if sorted(described_inputs) != sorted(inputs):
             self.fail(f"the model description names inputs {sorted(described_inputs)[:8]}, function "
                       f"{function_name!r} takes {sorted(inputs)[:8]}")
         for feature in description.input:
             self.feature(feature, inputs[feature.name], function_name)
+        for feature in description.state:
+            self.state_feature(feature, inputs[feature.name], function_name)
         described_outputs = sorted(feature.name for feature in description.output)
         if described_outputs != sorted(block.outputs):
             self.fail(f"the model description names outputs {described_outputs[:8]}, function {function_name!r} "
                       f"returns {sorted(block.outputs)[:8]}")
+
+    def state_feature(self, feature, value_type, function_name: str) -> None:
+        """A described state (ct.StateType) is a state of the function, of the same shape."""
+        if value_type.WhichOneof("type") != "stateType":
+            self.fail(f"state {feature.name!r} of the model description is no state in function {function_name!r}")
+        _, dims = self.value_type(value_type, f"state {feature.name!r}")
+        shape = tuple(feature.type.stateType.arrayType.shape)
+        if shape and (len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape))):
+            self.fail(f"state {feature.name!r} has shape {list(shape)} in the model description, "
+                      f"{['?' if d is None else d for d in dims]} in function {function_name!r}")
 
     def feature(self, feature, value_type, function_name: str) -> None:
         if feature.type.WhichOneof("Type") != "multiArrayType":

@@ -9,6 +9,9 @@
 - executor.py: `MILExecutor`, runs the program op by op with fp16 storage and bounded memory
 - backends.py: the `Backend` interface, `MILBackend`, `CoreMLBackend` (macOS) and `choose_backend`
 - tool.py and __main__.py: `python -m experiments.ane_engineering.execute`, describe or run any .mlpackage
+- batch.py: the command's input files (many per process, a directory) and its output directory
+- predictor.py: the Python API beyond tensors: pictures (images.py, ct.ImageType), states (state.py, ct.StateType)
+- predict_shim.py, pytest_plugin.py: coremltools' MLModel.predict / make_state off macOS through the executor
 - op_table.py: docs/EXECUTOR_OPS.md (op x opset, supported or not) generated from the registry
 
 Heavy imports (coremltools, scipy) happen inside the modules that need them, not here.

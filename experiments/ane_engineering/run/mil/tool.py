@@ -1,5 +1,6 @@
-"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package, read
-inputs from an .npz, run the package and turn its outputs into arrays (the command writes them atomically).
+"""The library behind `python -m experiments.ane_engineering.execute`: describe any ML program package (image
+features with their layout, size and baked-in preprocessing; states apart from inputs), run the package and turn
+its outputs into arrays (the command writes them atomically; batch.py reads its input files).
 
 A package is either an .mlpackage (made by anything: coremltools.convert of any model) or one of our export
 directories holding model.mlpackage and manifest.json; nothing here reads the manifest. Describing and running both
@@ -20,15 +21,7 @@ import numpy as np
 
 from ...core.limits import MAX_LOOP_ITERATIONS
 from .numerics import FP32_ACCUMULATE
-
-
-def package_path(path: Path) -> Path:
-    """The .mlpackage itself, or the model.mlpackage inside one of our export directories."""
-    path = Path(path)
-    inner = path / "model.mlpackage"
-    if path.is_dir() and not (path / "Manifest.json").exists() and inner.is_dir():
-        return inner
-    return path
+from .predictor import package_path  # noqa: F401 - part of this module's API
 
 
 def describe_package(path: Path, function_name: str | None = None) -> dict:
@@ -37,16 +30,25 @@ def describe_package(path: Path, function_name: str | None = None) -> dict:
     from ...package.mil.load import load_program
     from ...package.mil.walk import walk_operations
 
+    from .images import image_features
+
     loaded = load_program(package_path(path), function_name)
     problems = unsupported_ops(loaded.operations(), loaded.opset)
+    images_in, images_out = image_features(loaded.spec, loaded.function_name, loaded.function)
+
+    def described(tensors, images):
+        return [{**t.describe(), **({"image": images[t.name].describe()} if t.name in images else {})}
+                for t in tensors if not t.state]
+
     return {
         "package": str(loaded.path),
         "function": loaded.function_name,
         "functions": loaded.function_names,
         "opset": loaded.opset,
         "specification_version": loaded.specification_version,
-        "inputs": [t.describe() for t in loaded.inputs],
-        "outputs": [t.describe() for t in loaded.outputs],
+        "inputs": described(loaded.inputs, images_in),
+        "states": [t.describe() for t in loaded.inputs if t.state],
+        "outputs": described(loaded.outputs, images_out),
         "ops": sum(1 for _ in walk_operations(loaded.operations())),
         "op_types": loaded.op_type_counts(),
         "every_op_supported": not problems,
@@ -61,12 +63,19 @@ def format_description(info: dict) -> str:
             extra = f", enumerated shapes {t['enumerated_shapes']}"
         if "shape_ranges" in t:
             extra = ", dims in " + " x ".join(f"[{lo}, {'inf' if hi is None else hi}]" for lo, hi in t["shape_ranges"])
-        return f"  {t['name']}: {t['dtype']} {t['shape']}{extra}"
+        line = f"  {t['name']}: {t['dtype']} {t['shape']}{extra}"
+        if "image" in t:  # ct.ImageType: a picture in the description, this tensor in the program
+            image = t["image"]
+            line += (f"\n    image: {image['layout']}, {image['size']} size {image['sizes']} (height x width); "
+                     f"{image_preprocessing(image)}")
+        return line
 
     lines = [f"package: {info['package']}",
              f"function: {info['function']} (functions: {', '.join(info['functions'])})",
              f"opset: {info['opset']} (specification version {info['specification_version']})",
              "inputs:", *[tensor(t) for t in info["inputs"]],
+             *(["states (carried across runs: make_state(), or the command's sequence of inputs):",
+                *[tensor(t) for t in info["states"]]] if info["states"] else []),
              "outputs:", *[tensor(t) for t in info["outputs"]],
              f"ops: {info['ops']} ({', '.join(f'{k} {v}' for k, v in info['op_types'].items())})"]
     if info["every_op_supported"]:
@@ -75,6 +84,15 @@ def format_description(info: dict) -> str:
         lines.append(f"NOT supported ({len(info['unsupported'])} op types):")
         lines += [f"  {t}: {p['count']} op(s), first {p['first']} ({p['reason']})" for t, p in info["unsupported"].items()]
     return "\n".join(lines)
+
+
+def image_preprocessing(image: dict) -> str:
+    """'the graph computes 0.00392157 * pixel + [0.1, 0.2, 0.3]': the scale and bias coremltools baked in."""
+    from .images import ImageInfo
+
+    preprocessing = image["preprocessing"]
+    return ImageInfo("", image["layout"], 0, 0, scale=tuple(preprocessing["scale"]),
+                     bias=tuple(preprocessing["bias"])).preprocessing_text()
 
 
 def outputs_as_arrays(outputs: dict) -> dict[str, np.ndarray]:
@@ -100,6 +118,9 @@ def load_executor(path: Path, mode: str = FP32_ACCUMULATE, function_name: str | 
                        max_loop_iterations=max_loop_iterations)
 
 
-def run_package(path: Path, inputs: dict[str, np.ndarray], mode: str = FP32_ACCUMULATE,
-                function_name: str | None = None, max_loop_iterations: int = MAX_LOOP_ITERATIONS) -> dict[str, np.ndarray]:
-    return outputs_as_arrays(load_executor(path, mode, function_name, max_loop_iterations).run(inputs))
+def run_package(path: Path, inputs: dict, mode: str = FP32_ACCUMULATE, function_name: str | None = None,
+                max_loop_iterations: int = MAX_LOOP_ITERATIONS) -> dict[str, np.ndarray]:
+    """One run of a (stateless) package as arrays; image inputs take pictures as predictor.Predictor does."""
+    from .predictor import Predictor
+
+    return outputs_as_arrays(Predictor(path, mode, function_name, max_loop_iterations).predict(inputs))

@@ -29,4 +29,5 @@ from . import (
     shape_construction,  # noqa: F401
     slicing,  # noqa: F401
     sorting,  # noqa: F401
+    stateful,  # noqa: F401
 )

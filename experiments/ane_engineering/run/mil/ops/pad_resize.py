@@ -22,8 +22,13 @@ Semantics (coremltools' image_resizing.py and tensor_operation.py op definitions
 - crop_resize: each box [start, end] along an axis is sampled like an axis of Xin = end - start + 1 samples on the
   sampling-mode grid, shifted by start (ALIGN_CORNERS over box [1, 2] at size 1 reads 1.5, as its op test);
   coordinates scaled by (H - 1, W - 1) when normalized and by spatial_scale; points outside the image read
-  pad_value (iOS16+; 0 before). Output: iOS15/16 [N, B or 1, C, h, w] from roi [N, 1, 4 or 5, 1, 1];
-  iOS17 [N, C, h, w] from boxes [N, 4] and box_indices.
+  pad_value (iOS16+). iOS15's op has no pad_value, and Core ML does not read zeros there: coremltools' iOS15 op test
+  (iOS15/test_image_resizing.py, TestCropResize: roi [2, 2, 1, 1], normalized, UNALIGN_CORNERS, on a 4 x 4 image
+  1..16) expects [3.5, 5.5, 11.5, 13.5], the samples at 0.5 and 2.5 of each axis; the box's own samples are at
+  5.5 and 3.5, which reflected at the last row / column (p -> 2 (H - 1) - p; p -> -p at the first) land on exactly
+  those. So iOS15 reflects sample positions at the image edges (one data point: the simplest rule that meets it).
+  Output: iOS15/16 [N, B or 1, C, h, w] from roi [N, 1, 4 or 5, 1, 1]; iOS17 [N, C, h, w] from boxes [N, 4] and
+  box_indices.
 
 Numerics: padding, cropping and nearest neighbour copy values. Interpolation is computed in float32 and rounded
 once in both modes (fp16-strict does not round the interpolation weights or partial sums: a documented
@@ -186,9 +191,21 @@ def _box_axis(start: float, end: float, size: int, mode: str) -> np.ndarray:
     return start + np.sign(span) * np.clip(_grid(mode, x_in, size), 0, x_in - 1)
 
 
-def _sample(image: np.ndarray, hs: np.ndarray, ws: np.ndarray, pad_value: float) -> np.ndarray:
-    """Bilinear samples of image [C, H, W] at rows hs x cols ws; points outside [0, H-1] x [0, W-1] read pad_value."""
+def _reflect(pos: np.ndarray, n: int) -> np.ndarray:
+    """Positions folded back into [0, n - 1] by reflection at both edges (period 2 (n - 1))."""
+    if n == 1:
+        return np.zeros_like(pos)
+    period = 2 * (n - 1)
+    folded = np.mod(np.abs(pos), period)
+    return np.where(folded > n - 1, period - folded, folded)
+
+
+def _sample(image: np.ndarray, hs: np.ndarray, ws: np.ndarray, pad_value: float | None) -> np.ndarray:
+    """Bilinear samples of image [C, H, W] at rows hs x cols ws; points outside [0, H-1] x [0, W-1] read pad_value,
+    or (pad_value None: iOS15, see the module docstring) sample the position reflected at the edges."""
     _, height, width = image.shape
+    if pad_value is None:
+        hs, ws = _reflect(hs, height), _reflect(ws, width)
 
     def weights(pos, n):
         inside = (pos >= 0) & (pos <= n - 1)
@@ -203,6 +220,8 @@ def _sample(image: np.ndarray, hs: np.ndarray, ws: np.ndarray, pad_value: float)
     top = image[:, h_lo][:, :, w_lo] * (1 - tw) + image[:, h_lo][:, :, w_hi] * tw
     bottom = image[:, h_hi][:, :, w_lo] * (1 - tw) + image[:, h_hi][:, :, w_hi] * tw
     out = top * (1 - th) + bottom * th
+    if pad_value is None:
+        return out
     return np.where((h_in[:, None] & w_in[None, :])[None], out, np.float32(pad_value))
 
 
@@ -214,7 +233,8 @@ def op_crop_resize(node, args, num):
     scale = float(np.asarray(args.get("spatial_scale", 1.0)))
     box_mode = str(args.get("box_coordinate_mode", "CORNERS_HEIGHT_FIRST"))
     mode = str(args.get("sampling_mode", "DEFAULT"))
-    pad_value = float(np.asarray(args.get("pad_value", 0.0)))
+    # iOS16+ define pad_value (the loader gives its default); iOS15's op has none: reflected samples instead
+    pad_value = float(np.asarray(args["pad_value"])) if "pad_value" in args else None
     batch, _, height, width = x.shape
     if "boxes" in args:  # iOS17: boxes [N, 4], box_indices [N] -> [N, C, th, tw]
         boxes = np.asarray(args["boxes"], np.float64)
