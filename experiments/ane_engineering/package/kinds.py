@@ -158,7 +158,7 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
         spec.attention = attention.to_json(length, config.encoder.window_radius)
     if not attention.windowed:
         # The windowed graph's reshapes and slices depend on the length: it is traced at full length.
-        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora)
+        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora, attention)
     return spec
 
 
