@@ -160,7 +160,7 @@ def test_reference_run_export_has_two_score_contractions_per_head_and_dense_tota
     export's totals at a fourth length equal the quadratic through three exact counts."""
     from experiments.ane_engineering.workflows.predict_export import export_cost
 
-    ref, description = export_cost(tiny, "body", 64, "reference-run")
+    ref, description = export_cost(tiny, "body", 48, "reference-run")  # L differs from head sizes 64 and 32
     assert description["attention"]["layout"] == "reference-run"
     softmaxes = ref["by_op_type"]["softmax"]["ops"]
     assert ref["by_category"]["attention_scores"]["ops"] == 2 * softmaxes
@@ -174,3 +174,20 @@ def test_reference_run_export_has_two_score_contractions_per_head_and_dense_tota
 
 def test_chip_keys_normalise_apple_names():
     assert chip_key("M3 Max") == "m3-max" == chip_key(" m3  MAX ") and chip_key("m4-pro") == "m4-pro"
+
+
+@pytest.mark.slow
+def test_agent_exposes_the_predicted_crossover_of_its_packages(tiny_packages, tiny):
+    from experiments.ane_engineering.run.agent import ANEAgent, RequestError
+
+    agent = ANEAgent([tiny_packages.get("body", n)[0] for n in (96, 192)], tiny, "mil")
+    with pytest.raises(RequestError, match="no public MLX curve"):
+        agent.predicted_crossover("m3-max")  # builtin:tiny is not the reference model
+    with pytest.raises(predict.PredictionError, match="known chips"):
+        agent.predicted_crossover("m9", mlx_curve=[(96, 1.0)])
+    rows = {r["length"]: r for r in agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3)])["rows"]}
+    assert set(rows) == {96, 192} and all(r["ane_faster"] for r in rows.values())
+    ane = rows[192]["ane_request_ms"]
+    # an MLX curve reaching the predicted ANE time at L192: the crossover is that bucket, L96 stays on the ANE
+    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3), (192, ane)])
+    assert result["crossover_length"] == 192 and result["ane_faster_up_to"] == 96

@@ -52,6 +52,7 @@ class ExportSpec:
     lora: LoraSpec | None = None
     rebuild: Callable[[int], "ExportSpec"] | None = None  # the same export at another length (convert.py traces short)
     attention: dict | None = None  # AttentionLayout.to_json(L, r) of BC1S kinds with sliding layers
+    reference_graph: bool = False  # the reference-run layout: converted without the passes added after that run
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
@@ -153,7 +154,7 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
               if not name.startswith("lora_")]
     if lora is not None:
         inputs += _lora_contracts(module.encoder if kind == "body" else module, lora)
-    spec = ExportSpec(kind, length, module, inputs, [out], lora=lora)
+    spec = ExportSpec(kind, length, module, inputs, [out], lora=lora, reference_graph=attention.reference_run)
     if kind != "mlp" and has_local:
         spec.attention = attention.to_json(length, config.encoder.window_radius)
     if not attention.windowed:
