@@ -191,3 +191,27 @@ def test_agent_exposes_the_predicted_crossover_of_its_packages(tiny_packages, ti
     # an MLX curve reaching the predicted ANE time at L192: the crossover is that bucket, L96 stays on the ANE
     result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3), (192, ane)])
     assert result["crossover_length"] == 192 and result["ane_faster_up_to"] == 96
+
+
+def test_a_bare_config_builds_the_module_a_checkpoint_of_it_would_export(tmp_path):
+    """--config: ModernBERT and BERT encoders from config.json alone (random float32 weights, no embedding table)."""
+    import transformers
+
+    from checkpoint_support import small_config
+    from experiments.ane_engineering.package.kinds import build_export_spec
+    from experiments.ane_engineering.workflows.predict_export import PredictInputError, config_checkpoint, named_configs
+
+    bert = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                   intermediate_size=48, max_position_embeddings=64).to_dict()
+    for name, raw in (("modernbert", small_config()), ("bert", bert)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(raw))
+        checkpoint = config_checkpoint(str(path))
+        assert all(t.dtype == torch.float32 for t in checkpoint.tensors.values())
+        spec = build_export_spec(checkpoint, "encoder", 24)
+        with torch.no_grad():
+            out = spec.module(*spec.example_inputs())
+        assert out.shape == (1, checkpoint.config.encoder.hidden_size, 1, 24) and torch.isfinite(out).all()
+    assert named_configs()["modernbert-large-shape"]["num_hidden_layers"] == 28
+    with pytest.raises(PredictInputError, match="neither a named config"):
+        config_checkpoint(str(tmp_path / "missing.json"))

@@ -66,7 +66,7 @@ def config_checkpoint(spec: str) -> Checkpoint:
             continue
         scale = 1.0 / np.sqrt(shape[-1]) if len(shape) > 1 else 0.1
         value = rng.standard_normal(shape, dtype=np.float32) * scale + (1.0 if name.endswith("norm.weight") else 0.0)
-        tensors[name] = torch.from_numpy(value)
+        tensors[name] = torch.from_numpy(value.astype(np.float32))
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
     return Checkpoint(source=f"config:{spec}", directory=Path("."), config=config, raw_config=raw, tensors=tensors,
                       tokenizer=None, weights_sha256=digest, config_sha256=digest, tokenizer_sha256=None)
