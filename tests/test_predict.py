@@ -215,3 +215,13 @@ def test_a_bare_config_builds_the_module_a_checkpoint_of_it_would_export(tmp_pat
     assert named_configs()["modernbert-large-shape"]["num_hidden_layers"] == 28
     with pytest.raises(PredictInputError, match="neither a named config"):
         config_checkpoint(str(tmp_path / "missing.json"))
+
+
+def test_reference_run_layout_is_converted_without_the_passes_added_after_that_run():
+    from experiments.ane_engineering.package.convert import LEAN_BC1S_PASSES
+    from experiments.ane_engineering.package.graph_passes import AFTER_REFERENCE_RUN, with_project_passes
+
+    lean, reference = with_project_passes(list(LEAN_BC1S_PASSES)), with_project_passes(list(LEAN_BC1S_PASSES), True)
+    assert AFTER_REFERENCE_RUN == ("fuse_layer_norm_gamma",)
+    assert "ane_engineering::fuse_layer_norm_gamma" in lean and "ane_engineering::fuse_layer_norm_gamma" not in reference
+    assert [p for p in lean if p != "ane_engineering::fuse_layer_norm_gamma"] == reference

@@ -117,6 +117,34 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def findings(rows: list[dict], checks: list[dict], fit: dict) -> list[str]:
+    """What the errors show, computed from the rows (each statement names the figures it rests on)."""
+    out = []
+    per_op_ms = fit["parameters"]["per_op_ms"]
+    for layout in LAYOUTS:
+        mine = [r for r in rows if r["layout"] == layout]
+        for chip in sorted({r["chip"] for r in mine}):
+            group = sorted((r for r in mine if r["chip"] == chip), key=lambda r: r["length"])
+            errors = [r["relative_error"] for r in group]
+            side = "under" if statistics.median(errors) < 0 else "over"
+            text = (f"{layout} layout, {chip}: {side}-predicts its {len(group)} points (errors "
+                    f"{min(errors):+.1%} to {max(errors):+.1%}, median {statistics.median(errors):+.1%})")
+            if len(group) > 1:
+                text += (f"; the error moves from {group[0]['relative_error']:+.1%} at L{group[0]['length']} to "
+                         f"{group[-1]['relative_error']:+.1%} at L{group[-1]['length']}")
+            out.append(text + ".")
+    for check in checks:
+        if "graph_non_constant_ops" not in check:
+            continue
+        ours = next(r for r in rows if r["id"] == check["id"] and r["layout"] == "reference-run")
+        gap = (check["graph_non_constant_ops"] - ours["non_constant_ops"]) * per_op_ms
+        out.append(f"{check['id']}: the port's program has {check['graph_non_constant_ops']} non-constant ops, this "
+                   f"export {ours['non_constant_ops']}; at the fitted {per_op_ms * 1e3:.3f} us per op the extra ops "
+                   f"alone account for {gap:+.2f} ms of its {check['measured_ms']:.2f} ms: the model predicts this "
+                   "harness's graph, and a port's own graph can cost more or less than it.")
+    return out
+
+
 def crossover_section(fit: dict, progress) -> dict:
     chip = chip_key(reference_run.chip())
     curve = public_latencies.mlx_curve("mmbert-base-shape", chip)
@@ -143,7 +171,8 @@ def predict_check_evidence(progress: Callable[[str], None] = lambda line: None, 
         "label": calibration.LABEL,
         "calibration": {"chip": fit["chip"], "parameters": fit["parameters"], "points": [p["id"] for p in fit["points"]],
                         "leave_one_out": loo, "band": predict.band_from(loo)},
-        "checks": rows, "summary": summary(rows), "conversions": conversions, "quadratic_identity": identity or {
+        "checks": rows, "summary": summary(rows), "findings": findings(rows, document["ane_checks"], fit),
+        "conversions": conversions, "quadratic_identity": identity or {
             "checked_here": False, "why": "not converted in this run (--identity-check converts one interpolated length "
                                           "in full); tests/test_predict.py checks the identity on builtin:tiny"},
         "not_modelled": list(predict.NOT_MODELLED),
