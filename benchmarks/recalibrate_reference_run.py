@@ -31,9 +31,34 @@ from experiments.ane_engineering.core.staging import check_output  # noqa: E402
 from experiments.ane_engineering.placement import calibration  # noqa: E402
 
 FORMAT = "ane-engineering/evidence/reference-run-recalibration/1"
+DATE_KEY = "com.github.apple.coremltools.conversion_date"
+# The day the committed calibration's bodies were exported (git log of its evidence: commit de764ff, 2026-12-01).
+COMMITTED_EXPORT_DATE = "2026-12-01"
 
 
-def comparison(committed: dict, records: list[dict], costs: dict[int, dict], fit: dict) -> dict:
+def hash_with_date(package_dir: Path, date: str) -> dict:
+    """The package content hash with coremltools' conversion-date metadata set to `date`: coremltools stamps the day
+    of conversion into model.mlmodel, which the content hash covers, so no re-export on another day can give a
+    committed hash; this is the hash the same bytes would have had on `date`."""
+    import hashlib
+
+    from coremltools.proto import Model_pb2
+
+    from experiments.ane_engineering.package.package_hash import combine, package_content_hash
+
+    package = package_dir / "model.mlpackage"
+    files = dict(package_content_hash(package)["files"])
+    name = next(k for k in files if k.endswith(".mlmodel"))
+    model = Model_pb2.Model()
+    model.ParseFromString((package / name).read_bytes())
+    stamped = model.description.metadata.userDefined.get(DATE_KEY)
+    model.description.metadata.userDefined[DATE_KEY] = date
+    files[name] = hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
+    return {"conversion_date": stamped, "as_of": date, "sha256": combine(files)}
+
+
+def comparison(committed: dict, records: list[dict], costs: dict[int, dict], fit: dict,
+               dated: dict[int, dict]) -> dict:
     by_length = {p["length"]: p for p in committed["provenance"]["packages"]}
     committed_ops = {p["length"]: p["totals"]["non_constant_ops"] for p in committed["fit"]["points"]}
     programs = []
@@ -43,10 +68,16 @@ def comparison(committed: dict, records: list[dict], costs: dict[int, dict], fit
         programs.append({"length": length, "committed_sha256": old.get("content_sha256"),
                          "reexported_sha256": record["content_sha256"],
                          "identical": old.get("content_sha256") == record["content_sha256"],
+                         "dated": dated[length],
+                         "identical_as_of_committed_date": old.get("content_sha256") == dated[length]["sha256"],
                          "committed_ops": committed_ops.get(length),
                          "reexported_ops": costs[length]["totals"]["non_constant_ops"]})
     identical = all(p["identical"] for p in programs)
-    if identical:
+    if not identical and all(p["identical_as_of_committed_date"] for p in programs):
+        summary = ("The re-exported programs are the committed calibration's byte for byte except coremltools' "
+                   "conversion-date stamp: with the date set to the committed export's day their content hashes are "
+                   "the committed ones.")
+    elif identical:
         summary = ("The re-exported programs are byte-identical to the committed calibration's (same content hashes), "
                    "so the committed calibration describes exactly what `--attention reference-run` exports.")
     else:
@@ -76,6 +107,9 @@ def main(argv=None) -> int:
                 print(f"exporting {args.source} body at L{length} (reference-run) ...", file=sys.stderr, flush=True)
                 directories.append(export(args.source, "body", length, Path(scratch), "--attention", "reference-run"))
         costs, records = costed_bodies(directories)
+        dated = {record["length"]: hash_with_date(directory, COMMITTED_EXPORT_DATE)
+                 for record, directory in zip(records, sorted(directories, key=lambda d: read_json(
+                     d / "manifest.json", ANY_OBJECT)["length"]))}
     chip = reference_run.chip()
     result = calibration.fit(reference_points(costs, records), chip)
     for point in result["points"]:
@@ -83,7 +117,7 @@ def main(argv=None) -> int:
     result["derived"] = {"per_op_us": result["parameters"]["per_op_ms"] * 1e3}
     evidence = {"format": FORMAT, "benchmark": "reference-run layout re-exported and the calibration re-derived on it",
                 "label": calibration.LABEL, "fit": result,
-                "comparison": comparison(committed, records, costs, result),
+                "comparison": comparison(committed, records, costs, result, dated),
                 "provenance": {"packages": records, "machine": machine(), "tools": tool_versions(),
                                "harness": harness_fingerprint()}}
     print(evidence["comparison"]["summary"], file=sys.stderr)
