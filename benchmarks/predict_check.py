@@ -1,5 +1,5 @@
-"""Benchmark: the calibrated cost model against public Neural Engine latencies it was not fitted to, and the
-crossover of builtin:mmbert-base-shape against an MLX curve.
+"""Benchmark: the calibrated cost model against public Neural Engine latencies it was not fitted to (the crossover
+against an MLX curve is benchmarks/crossover.py).
 
 Counts the body this harness would export for each public check point's encoder config (a ModernBERT-large shape;
 placement/public_latencies.json), predicts it on the point's chip, and reports per-point and median relative errors
@@ -25,13 +25,12 @@ from experiments.ane_engineering.workflows.benchmarks.predict_check import predi
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, type=Path, help="evidence JSON (refused if it exists)")
-    parser.add_argument("--no-crossover", action="store_true", help="skip the mmBERT-base crossover conversions")
     parser.add_argument("--identity-check", action="store_true",
                         help="also convert one interpolated length in full and compare it with the quadratic identity")
     args = parser.parse_args(argv)
     output = check_output(args.output)
     evidence = predict_check_evidence(progress=lambda line: print(line, file=sys.stderr, flush=True),
-                                      with_crossover=not args.no_crossover, with_identity=args.identity_check)
+                                      with_identity=args.identity_check)
     for layout, row in evidence["summary"].items():
         print(f"{layout}: median |relative error| {row['median_absolute_relative_error']:.1%} over {row['points']} "
               f"points ({row['inside_band']} inside the band)", file=sys.stderr)

@@ -107,6 +107,9 @@ def test_mlx_curve_and_crossover_rule():
     result = crossover.crossover({128: 5.0, 256: 10.0, 512: 40.0, 1024: 60.0}, one)
     assert result["crossover_length"] == 512 and result["ane_faster_up_to"] == 256
     assert crossover.crossover({128: 1.0}, one)["crossover_length"] is None
+    # slower at a short length (the one-point curve has no fixed cost), faster in between, slower from 1024 on
+    dip = crossover.crossover({64: 4.0, 512: 20.0, 1024: 60.0}, one)
+    assert dip["crossover_length"] == 1024 and dip["ane_faster_up_to"] == 512 and dip["ane_slower_at"] == [64, 1024]
 
 
 def test_quadratic_totals_refuse_counts_that_are_not_a_quadratic():

@@ -1,6 +1,6 @@
 """ANE_BENCHMARKS.md sections of the latency predictor: the leave-one-out band of the calibration, the out-of-sample
-check against public Neural Engine latencies, the crossover against an MLX curve (benchmarks/evidence/
-predict_check.json), and the calibration re-derived on the restored reference-run layout (benchmarks/evidence/
+check against public Neural Engine latencies (benchmarks/evidence/predict_check.json), the crossover against an MLX
+curve (benchmarks/evidence/crossover_mmbert_base_shape.json), and the calibration re-derived on the restored reference-run layout (benchmarks/evidence/
 cost_calibration_reference_run_layout.json). Every figure is a field of those files (ledger.py)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from .ledger import Evidence, Ledger
 from .report import harness_label, link, open_if_present
 
 CHECK_FILE = "predict_check.json"
+CROSSOVER_FILE = "crossover_mmbert_base_shape.json"
 RECALIBRATION_FILE = "cost_calibration_reference_run_layout.json"
 
 
@@ -66,19 +67,25 @@ def section_checks(ev: Evidence) -> list[str]:
     return lines
 
 
+def _length(ev: Evidence, *path) -> str:
+    return f"L{ev.fig(*path, fmt='d')}" if ev.value(*path) is not None else "none on the grid"
+
+
 def section_crossover(ev: Evidence) -> list[str]:
-    if "crossover" not in ev.data:
-        return []
     cross = ("crossover",)
-    lines = ["### Crossover: where the predicted Neural Engine request loses to MLX", ""]
+    lines = ["### Crossover: where the predicted Neural Engine request loses to MLX", "",
+             f"{ev.fig('label')}. Evidence {link(ev)}, {harness_label(ev)}.", ""]
     for layout in ev.value(*cross, "layouts"):
         at = (*cross, "layouts", layout)
         curve = ", ".join(f"L{ev.fig(*at, 'mlx_curve', j, 'length', fmt='d')} {ev.fig(*at, 'mlx_curve', j, 'ms', fmt='.2f')} ms"
                           for j in range(len(ev.value(*at, "mlx_curve"))))
+        counted = ", ".join(f"L{ev.fig(*at, 'counted_at', j, fmt='d')}" for j in range(len(ev.value(*at, "counted_at"))))
+        slower = ", ".join(f"L{ev.fig(*at, 'ane_slower_at', j, fmt='d')}" for j in range(len(ev.value(*at, "ane_slower_at"))))
         lines.append(f"`{ev.value(*cross, 'source')}`, {layout} layout, on the {ev.fig(*cross, 'chip')}, against the MLX "
-                     f"curve ({curve}; {ev.fig(*at, 'rule')}): crossover at **L{ev.fig(*at, 'crossover_length', fmt='d') if ev.value(*at, 'crossover_length') is not None else ev.fig(*at, 'crossover_length')}**, "
-                     f"Neural Engine predicted faster up to L{ev.fig(*at, 'ane_faster_up_to', fmt='d') if ev.value(*at, 'ane_faster_up_to') is not None else ev.fig(*at, 'ane_faster_up_to')}. "
-                     "Totals counted exactly at the lengths below and evaluated by the quadratic identity in between.")
+                     f"curve ({curve}). {ev.fig(*at, 'rule')}. **Crossover {_length(ev, *at, 'crossover_length')}**; "
+                     f"Neural Engine predicted faster up to {_length(ev, *at, 'ane_faster_up_to')}; not faster at "
+                     f"{slower or 'no length'}. Totals counted exactly at {counted} and evaluated by the quadratic "
+                     "identity in between.")
         lines += ["", "| L | predicted ANE request (ms) | MLX curve (ms) | ANE faster |", "|---|---|---|---|"]
         for j, row in enumerate(ev.value(*at, "rows")):
             r = (*at, "rows", j)
@@ -111,7 +118,10 @@ def sections(ledger: Ledger, root: Path) -> list[str]:
     check = open_if_present(ledger, Path(root) / CHECK_FILE)
     if check is not None:
         lines += ["## Latency you can check: predictions against measurements they were not fitted to", ""]
-        lines += section_loo(check) + section_checks(check) + section_crossover(check)
+        lines += section_loo(check) + section_checks(check)
+    cross = open_if_present(ledger, Path(root) / CROSSOVER_FILE)
+    if cross is not None:
+        lines += section_crossover(cross)
     recal = open_if_present(ledger, Path(root) / RECALIBRATION_FILE)
     if recal is not None:
         lines += section_recalibration(recal)

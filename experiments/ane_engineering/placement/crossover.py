@@ -9,8 +9,8 @@
   counted exactly at three lengths determine them at every length (`quadratic_totals`); tests check the identity
   against a direct count at a fourth length. A windowed program is not quadratic (its tile count is ceil(L / T)) and
   is counted length by length.
-- crossover: the smallest length on the grid at which the predicted request exceeds the curve, with the largest
-  length below it where the Neural Engine is predicted faster: a runtime can route requests longer than that away.
+- crossover: the length from which on the predicted request is slower than the curve at every longer length, with
+  the longest length where the Neural Engine is predicted faster: a runtime can route requests longer than that away.
 """
 
 from __future__ import annotations
@@ -74,17 +74,20 @@ def quadratic_totals(costs: dict[int, dict], length: int) -> dict:
 
 
 def crossover(predicted_request: dict[int, float], curve: list[tuple[int, float]]) -> dict:
-    """Per length: predicted ANE request and the MLX curve; the first length where the ANE is slower."""
+    """Per length: predicted ANE request and the MLX curve; the length from which on the ANE is slower at every
+    longer length of the grid (None when it is faster at the longest)."""
     rows = [{"length": length, "ane_request_ms": ms, "mlx_ms": mlx_ms(curve, length),
              "ane_faster": ms < mlx_ms(curve, length)} for length, ms in sorted(predicted_request.items())]
-    slower = [row["length"] for row in rows if not row["ane_faster"]]
-    first = slower[0] if slower else None
-    faster_below = [row["length"] for row in rows if row["ane_faster"] and (first is None or row["length"] < first)]
-    return {"rows": rows, "crossover_length": first,
-            "ane_faster_up_to": faster_below[-1] if faster_below else None,
+    faster = [row["length"] for row in rows if row["ane_faster"]]
+    last_faster = faster[-1] if faster else None
+    after = [row["length"] for row in rows if last_faster is None or row["length"] > last_faster]
+    return {"rows": rows, "crossover_length": after[0] if after else None, "ane_faster_up_to": last_faster,
+            "ane_slower_at": [row["length"] for row in rows if not row["ane_faster"]],
             "mlx_curve": [{"length": length, "ms": ms} for length, ms in curve],
-            "rule": ("crossover_length: the smallest length at which the predicted Neural Engine request is not faster "
-                     "than the MLX curve; ane_faster_up_to: the largest length below it where it is")}
+            "rule": ("crossover_length: the smallest length from which on the predicted Neural Engine request is not "
+                     "faster than the MLX curve at any longer length; ane_faster_up_to: the longest length where it "
+                     "is faster; ane_slower_at lists every length where it is not (with a one-point MLX curve, "
+                     "proportional to L, short lengths can fall there because the curve has no fixed cost)")}
 
 
 def dense_crossover(costs: dict[int, dict], curve: list[tuple[int, float]], chip: str, lengths: list[int],

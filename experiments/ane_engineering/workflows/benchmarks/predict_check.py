@@ -8,8 +8,8 @@ per (config, layout) and the quadratic identity of dense-family programs (placem
 length converted and compared in full as a check of that identity at full size.
 
 Per point: predicted body ms, relative error predicted / measured - 1, whether the measurement lies inside the
-leave-one-out band; then the median absolute relative error per layout and per chip. The crossover of
-builtin:mmbert-base-shape against the MLX curve of the same model on the reference run's chip comes last.
+leave-one-out band; then the median absolute relative error per layout and per chip. `crossover_evidence`: the
+crossover of builtin:mmbert-base-shape against the MLX curve of the same model on the reference run's chip.
 Predictions, not measurements: no Neural Engine runs here.
 """
 
@@ -127,7 +127,7 @@ def findings(rows: list[dict], checks: list[dict], fit: dict) -> list[str]:
             group = sorted((r for r in mine if r["chip"] == chip), key=lambda r: r["length"])
             errors = [r["relative_error"] for r in group]
             side = "under" if statistics.median(errors) < 0 else "over"
-            text = (f"{layout} layout, {chip}: {side}-predicts its {len(group)} points (errors "
+            text = (f"{layout} layout, {chip}: {side}-predicts its {len(group)} point(s) (errors "
                     f"{min(errors):+.1%} to {max(errors):+.1%}, median {statistics.median(errors):+.1%})")
             if len(group) > 1:
                 text += (f"; the error moves from {group[0]['relative_error']:+.1%} at L{group[0]['length']} to "
@@ -159,7 +159,20 @@ def crossover_section(fit: dict, progress) -> dict:
     return out
 
 
-def predict_check_evidence(progress: Callable[[str], None] = lambda line: None, with_crossover: bool = True,
+CROSSOVER_FORMAT = "ane-engineering/evidence/crossover/1"
+
+
+def crossover_evidence(progress: Callable[[str], None] = lambda line: None) -> dict:
+    """The crossover of builtin:mmbert-base-shape against the MLX curve of the reference model on its chip."""
+    fit = calibration.load_calibration()
+    return {"format": CROSSOVER_FORMAT, "label": calibration.LABEL,
+            "benchmark": "where the predicted Neural Engine request of builtin:mmbert-base-shape loses to MLX",
+            "crossover": crossover_section(fit, progress),
+            "calibration": {"chip": fit["chip"], "parameters": fit["parameters"]},
+            "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint()}
+
+
+def predict_check_evidence(progress: Callable[[str], None] = lambda line: None, with_crossover: bool = False,
                            with_identity: bool = False) -> dict:
     fit = calibration.load_calibration()
     document = public_latencies.load()
