@@ -64,6 +64,13 @@ def section_checks(ev: Evidence) -> list[str]:
     lines.append("")
     if "findings" in ev.data:
         lines += [f"- {ev.fig('findings', i)}" for i in range(len(ev.value("findings")))] + [""]
+    lines += [("Reading the misses: each row's terms are in the evidence (`checks[].terms`). Where a chip other than "
+               "the calibration's is over-predicted while the floor alone (the weights once at the chip's measured "
+               "streaming bandwidth) is already close to the measurement, the excess is the traffic term: the model "
+               "charges intermediate activations at the chip's weight-streaming bandwidth, fitted as one share on the "
+               "M3 Max, while intermediates that stay in on-chip SRAM need not slow down with a lower DRAM figure. "
+               "That is a structural limit that would hold for unseen chips too; it is stated here and not fitted "
+               "away, because only the M3 Max has calibration measurements."), ""]
     return lines
 
 
