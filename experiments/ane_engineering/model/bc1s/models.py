@@ -31,7 +31,7 @@ from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
 from .markers import active_slots, select_columns
 from .norm import ChannelLayerNorm
-from .reference_attention import ReferenceRunAttention, RopeHalves
+from .reference_attention import ReferenceRunAttention, ReferenceRunLayer, RopeHalves
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
 from .windowed_attention import WindowTiling
@@ -88,7 +88,7 @@ def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
         rope = ropes.get_halves(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
         attention = ReferenceRunAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope,
                                           length)
-        return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
+        return ReferenceRunLayer(tensors, prefix, enc.norm_eps, attention, ffn)
     tiles = tiling.tiles if sliding and tiling is not None else None
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads, tiles)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
@@ -104,7 +104,7 @@ def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, rope
         rope = ropes.get_halves(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
         attention = ReferenceRunAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope,
                                           length)
-        return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
+        return ReferenceRunLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
                                     key_bias_channel=ropes.key_bias_channel)
@@ -178,7 +178,7 @@ class BC1SEncoder(nn.Module):
         for name, shape in self.lora_shapes().items():
             expect_shape(name, inputs[name], shape)
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
-        if keys is None:
+        if keys is None and not self.reference:
             keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
         tiled = False  # windowed layout: sliding layers take and return tiles (1, C, nT, T)
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):

@@ -27,6 +27,7 @@ from torch import nn
 
 from ..rope import half_tables
 from .conv import Conv1x1
+from .layer import BC1SLayer
 
 
 def half_major_rows(num_heads: int, head_dim: int) -> torch.Tensor:
@@ -89,7 +90,7 @@ class ReferenceRunAttention(nn.Module):
         """x (1, C, 1, L), mask (1, L, 1, L) -> (1, C, 1, L)."""
         if lora or selector is not None:
             raise ValueError("the reference-run layout has no LoRA inputs and computes every query column")
-        half = self.head_dim // 2
+        d, half = self.head_dim, self.head_dim // 2
         all_half = self.num_heads * half
         q, k, v = self.q(x), self.k(x), self.v(x)  # (1, C, 1, L) each; Q half-major and pre-scaled, K half-major
         k = k.permute(0, 3, 2, 1)  # (1, L, 1, C): the one K transpose
@@ -97,11 +98,25 @@ class ReferenceRunAttention(nn.Module):
         k1, k2 = self.rope.rotate_key(k[..., :all_half], k[..., all_half:])  # (1, L, 1, H*D/2) x2
         q1s, q2s = q1.split(half, dim=1), q2.split(half, dim=1)  # H x (1, D/2, 1, L)
         k1s, k2s = k1.split(half, dim=3), k2.split(half, dim=3)  # H x (1, L, 1, D/2)
-        vs = v.split(self.head_dim, dim=1)  # H x (1, D, 1, L)
+        vs = v.split(d, dim=1)  # H x (1, D, 1, L)
         heads = []
         for h in range(self.num_heads):
             first = torch.einsum("bchq,bkhc->bkhq", q1s[h], k1s[h])  # (1, Lk, 1, Lq)
             second = torch.einsum("bchq,bkhc->bkhq", q2s[h], k2s[h])  # (1, Lk, 1, Lq)
-            weights = (first + second + mask).softmax(dim=1)  # (1, Lk, 1, Lq)
+            scores = first + second  # (1, Lk, 1, Lq)
+            weights = (scores + mask).softmax(dim=1)  # (1, Lk, 1, Lq)
             heads.append(torch.einsum("bkhq,bchk->bchq", weights, vs[h]))  # (1, D, 1, Lq)
-        return self.out(torch.cat(heads, dim=1))  # (1, C, 1, L)
+        concatenated = torch.cat(heads, dim=1)  # (1, C, 1, L)
+        return self.out(concatenated)  # (1, C, 1, L)
+
+
+class ReferenceRunLayer(BC1SLayer):
+    """BC1SLayer of the reference-run layout: the same sub-blocks, written as that run's graph wrote them (the traced
+    variable names become the program's names, so the program text matches the committed calibration's)."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, lora: dict | None = None,
+                selector: torch.Tensor | None = None) -> torch.Tensor:
+        if selector is not None:
+            raise ValueError("the reference-run layout computes every query column")
+        x = x + self.attn(self.attn_norm(x), mask, lora)  # (1, C, 1, L)
+        return x + self.mlp(self.mlp_norm(x))  # (1, C, 1, L)
