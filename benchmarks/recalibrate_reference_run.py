@@ -70,6 +70,7 @@ def comparison(committed: dict, records: list[dict], costs: dict[int, dict], fit
                          "identical": old.get("content_sha256") == record["content_sha256"],
                          "dated": dated[length],
                          "identical_as_of_committed_date": old.get("content_sha256") == dated[length]["sha256"],
+                         "export_harness_sha256": record["export_harness_sha256"],
                          "committed_ops": committed_ops.get(length),
                          "reexported_ops": costs[length]["totals"]["non_constant_ops"]})
     identical = all(p["identical"] for p in programs)
@@ -77,6 +78,14 @@ def comparison(committed: dict, records: list[dict], costs: dict[int, dict], fit
         summary = ("The re-exported programs are the committed calibration's byte for byte except coremltools' "
                    "conversion-date stamp: with the date set to the committed export's day their content hashes are "
                    "the committed ones.")
+    elif any(p["identical_as_of_committed_date"] for p in programs):
+        same = ", ".join(f"L{p['length']}" for p in programs if p["identical_as_of_committed_date"])
+        other = ", ".join(f"L{p['length']}" for p in programs if not p["identical_as_of_committed_date"])
+        summary = (f"{same}: the re-exported program is the committed calibration's byte for byte except coremltools' "
+                   f"conversion-date stamp (with the date set to the committed export's day the content hash is the "
+                   f"committed one). {other}: differs; compare export_harness_sha256, the harness that exported it; "
+                   "where the op counts and totals agree the difference is in names, and the re-derived fit is the "
+                   "same.")
     elif identical:
         summary = ("The re-exported programs are byte-identical to the committed calibration's (same content hashes), "
                    "so the committed calibration describes exactly what `--attention reference-run` exports.")

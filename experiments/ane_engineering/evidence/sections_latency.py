@@ -105,12 +105,15 @@ def section_crossover(ev: Evidence) -> list[str]:
 def section_recalibration(ev: Evidence) -> list[str]:
     lines = ["### The reference-run layout re-exported, and the calibration re-derived on it", "",
              (f"Evidence {link(ev)}, {harness_label(ev)}. {ev.fig('comparison', 'summary')}"), "",
-             "| bucket | committed program | re-exported program | same | committed ops | re-exported ops |",
-             "|---|---|---|---|---|---|"]
+             ("| bucket | committed program | re-exported program | same | same with the committed day's date stamp | "
+              "exported by harness | committed ops | re-exported ops |"),
+             "|---|---|---|---|---|---|---|---|"]
     for i, row in enumerate(ev.value("comparison", "programs")):
         at = ("comparison", "programs", i)
         lines.append(f"| {ev.fig(*at, 'length', fmt='d')} | `{row['committed_sha256'][:12]}` | "
                      f"`{row['reexported_sha256'][:12]}` | {'yes' if row['identical'] else 'no'} | "
+                     f"{'yes' if row['identical_as_of_committed_date'] else 'no'} | "
+                     f"`{row['export_harness_sha256'][:12]}` | "
                      f"{ev.fig(*at, 'committed_ops', fmt='d')} | {ev.fig(*at, 'reexported_ops', fmt='d')} |")
     lines += ["", (f"Re-derived parameters: per-op {ev.fig('fit', 'derived', 'per_op_us', fmt='.3f')} us, traffic factor "
                    f"{ev.fig('fit', 'parameters', 'traffic_factor', fmt='.3f')} (committed: per-op "
