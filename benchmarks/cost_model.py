@@ -110,7 +110,7 @@ def bucket_entry(report: dict, directory: Path) -> dict:
 def summary_rows(buckets: list[dict], chip: str) -> list[dict]:
     rows = []
     for bucket in buckets:
-        floor = bucket["floors"][chip]
+        floor = bucket["floors"][cost_model.chip_key(chip)]
         lxl = bucket["lxl"] or {}
         rows.append({
             "length": bucket["length"], "gflops": bucket["totals"]["flops"] / 1e9,

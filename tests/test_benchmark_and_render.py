@@ -74,7 +74,7 @@ def test_benchmark_evidence_schema(evidence_dir, tiny):
     assert bench["backend"]["backend"] == "mil" and bench["backend"]["platform"]
     assert {"platform", "cpu_count"} <= set(bench["machine"]) and bench["tools"]["coremltools"]
     assert len(bench["harness"]["sha256"]) == 64
-    floors = bench["cost_model"]["floors"]["M3 Max"]
+    floors = bench["cost_model"]["floors"]["m3-max"]
     assert 0 < floors["floor_ms"] and floors["bound"] in ("compute", "memory")
 
 

@@ -25,6 +25,7 @@ from .ledger import Ledger
 from .report import Rendered
 from .sections_executor import sections as executor_sections
 from .sections_full_size import FULL_SIZE_SECTIONS
+from .sections_latency import sections as latency_sections
 from .sections_run import run_sections
 
 REPOSITORY = REPOSITORY_ROOT
@@ -65,6 +66,7 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         path = root / name
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
+    lines += latency_sections(ledger, root)  # the latency predictor's checks, when their evidence exists
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import reference_run
+from ..placement.cost_model import chip_key
 from .ledger import Ledger
 from .report import link, open_if_present
 
@@ -89,7 +90,8 @@ def section_benchmarks(ledger: Ledger, root: Path) -> list[str]:
     for ev in (ledger.open(path) for path in files):
         comp, full = ("component", "timing"), ("full_path", "timing")
         floors = (ev.data.get("cost_model") or {}).get("floors", {})
-        floor = ev.fig("cost_model", "floors", chip, "floor_ms", fmt=".3f") if chip in floors else "-"
+        key = chip if chip in floors else chip_key(chip)  # evidence written before chips.json's lower-case keys
+        floor = ev.fig("cost_model", "floors", key, "floor_ms", fmt=".3f") if key in floors else "-"
         lines.append(f"| {link(ev)} | {ev.fig('length', fmt='d')} | {ev.fig('backend', 'backend')} | "
                      f"{ev.fig('package', 'load_seconds', fmt='.3f')} | {ev.fig(*comp, 'p50_ms', fmt='.3f')} / "
                      f"{ev.fig(*comp, 'p95_ms', fmt='.3f')} | {ev.fig(*full, 'p50_ms', fmt='.3f')} / "

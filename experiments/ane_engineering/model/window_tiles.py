@@ -31,7 +31,7 @@ import torch
 from ..core.buckets import MASK_BIAS
 from ..core.errors import HarnessError
 
-LAYOUTS = ("dense", "windowed")
+LAYOUTS = ("dense", "windowed", "reference-run")  # reference-run: model/bc1s/reference_attention.py
 # Default tile: the calibrated cost model's lowest predicted L1024 body among T = 32, 64, 128, 256 on the
 # mmBERT-base shape (ANE_MATH.md section 15; the long-attention evidence records the scan, and
 # workflows/attention_choice.py `tile_scan` recomputes it for any checkpoint).
@@ -124,12 +124,17 @@ class AttentionLayout:
             raise LayoutError(f"attention layout must be one of {LAYOUTS}, got {self.name!r}")
         if self.name == "windowed" and (self.tile is None or self.tile < 1):
             raise LayoutError(f"the windowed layout needs a tile size >= 1, got {self.tile}")
-        if self.name == "dense" and self.tile is not None:
-            raise LayoutError("the dense layout has no tile size")
+        if self.name != "windowed" and self.tile is not None:
+            raise LayoutError(f"the {self.name} layout has no tile size")
 
     @property
     def windowed(self) -> bool:
         return self.name == "windowed"
+
+    @property
+    def reference_run(self) -> bool:
+        """The masked dense graph with split RoPE the reference run measured (model/bc1s/reference_attention.py)."""
+        return self.name == "reference-run"
 
     def tiles(self, length: int, radius: int) -> WindowTiles | None:
         return WindowTiles(length, radius, self.tile) if self.windowed else None
@@ -153,3 +158,7 @@ DENSE = AttentionLayout()
 
 def windowed(tile: int = DEFAULT_TILE) -> AttentionLayout:
     return AttentionLayout("windowed", tile)
+
+
+def reference_run_layout() -> AttentionLayout:
+    return AttentionLayout("reference-run")

@@ -127,9 +127,9 @@ def pass_pipeline(ct, spec: ExportSpec, lean: bool = True):
         return ct.PassPipeline.DEFAULT
     if not lean:
         default = ct.PassPipeline.DEFAULT
-        return ct.PassPipeline(pass_names=with_project_passes(list(default.passes)),
+        return ct.PassPipeline(pass_names=with_project_passes(list(default.passes), spec.reference_graph),
                                pipeline_name="default-and-ane-engineering")
-    return ct.PassPipeline(pass_names=with_project_passes(list(LEAN_BC1S_PASSES)),
+    return ct.PassPipeline(pass_names=with_project_passes(list(LEAN_BC1S_PASSES), spec.reference_graph),
                            pipeline_name="ane-engineering-lean-bc1s")
 
 

@@ -36,9 +36,17 @@ def register() -> list[str]:
     return names
 
 
-def with_project_passes(passes: list[str]) -> list[str]:
-    """`passes` with each project pass right after the first occurrence of the pass it follows."""
+# Passes added after the reference run measured its graph: the reference-run layout is converted without them, so
+# its program is the one the calibration was fitted on (model/bc1s/reference_attention.py).
+AFTER_REFERENCE_RUN = ("fuse_layer_norm_gamma",)
+
+
+def with_project_passes(passes: list[str], reference_graph: bool = False) -> list[str]:
+    """`passes` with each project pass right after the first occurrence of the pass it follows (without the passes
+    of AFTER_REFERENCE_RUN for the reference-run layout)."""
     passes = list(passes)
-    for pass_name, (_, after) in zip(register(), PASSES.values()):
+    for name, pass_name, (_, after) in zip(PASSES, register(), PASSES.values()):
+        if reference_graph and name in AFTER_REFERENCE_RUN:
+            continue
         passes.insert(passes.index(after) + 1, pass_name)
     return passes

@@ -52,6 +52,7 @@ class ExportSpec:
     lora: LoraSpec | None = None
     rebuild: Callable[[int], "ExportSpec"] | None = None  # the same export at another length (convert.py traces short)
     attention: dict | None = None  # AttentionLayout.to_json(L, r) of BC1S kinds with sliding layers
+    reference_graph: bool = False  # the reference-run layout: converted without the passes added after that run
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
@@ -153,12 +154,12 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
               if not name.startswith("lora_")]
     if lora is not None:
         inputs += _lora_contracts(module.encoder if kind == "body" else module, lora)
-    spec = ExportSpec(kind, length, module, inputs, [out], lora=lora)
+    spec = ExportSpec(kind, length, module, inputs, [out], lora=lora, reference_graph=attention.reference_run)
     if kind != "mlp" and has_local:
         spec.attention = attention.to_json(length, config.encoder.window_radius)
     if not attention.windowed:
         # The windowed graph's reshapes and slices depend on the length: it is traced at full length.
-        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora)
+        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora, attention)
     return spec
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..model.bc1s.lora import LORA_TARGETS
+from ..model.window_tiles import LAYOUTS
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..core.errors import HarnessError
@@ -48,7 +49,7 @@ MANIFEST_SCHEMA = open_object({
     "compression": {"type": ["object", "null"], "required": ["method"]},
     # How sliding-window layers were exported (model/window_tiles.py); absent or null: dense.
     "attention": {"type": ["object", "null"], "required": ["layout"],
-                  "properties": {"layout": {"enum": ["dense", "windowed"]},
+                  "properties": {"layout": {"enum": list(LAYOUTS)},
                                  "tile": {"type": ["integer", "null"], "minimum": 1}}},
     "parent": {"type": ["object", "null"]},
     "tools": {"type": "object"}, "harness": {"type": "object"}, "created_by": STRING,

@@ -46,7 +46,7 @@ from ..core.json_documents import (
     read_json,
 )
 from ..core.provenance import REPOSITORY_ROOT
-from .cost_model import latency_floor, load_chips
+from .cost_model import chip_key, latency_floor, load_chips
 
 REPOSITORY = REPOSITORY_ROOT
 EVIDENCE_PATH = REPOSITORY / "benchmarks" / "evidence" / "cost_calibration_mmbert_base_shape.json"
@@ -87,12 +87,13 @@ def load_calibration(path: Path | str = EVIDENCE_PATH) -> dict:
 
 def _chip(chip: str, chips: dict | None) -> dict:
     chips = chips or load_chips()
-    if chip not in chips:
-        raise CalibrationError(f"unknown chip {chip!r}; chips.json has {', '.join(sorted(chips))}")
-    return chips[chip]
+    key = chip if chip in chips else chip_key(chip)
+    if key not in chips:
+        raise CalibrationError(f"unknown chip {chip!r}; chips.json has {', '.join(chips)}")
+    return chips[key]
 
 
-def terms(cost: dict, chip: str = "M3 Max", parameters: dict | None = None, chips: dict | None = None) -> dict:
+def terms(cost: dict, chip: str = "m3-max", parameters: dict | None = None, chips: dict | None = None) -> dict:
     """Each term of the prediction for a program_cost() result (ms): floor, per_op, traffic, boundary."""
     parameters = parameters if parameters is not None else load_calibration()["parameters"]
     figures = _chip(chip, chips)
@@ -107,14 +108,14 @@ def terms(cost: dict, chip: str = "M3 Max", parameters: dict | None = None, chip
             "boundary_ms": io_bytes / bandwidth * 1e3}
 
 
-def predict_body_ms(cost: dict, chip: str = "M3 Max", parameters: dict | None = None,
+def predict_body_ms(cost: dict, chip: str = "m3-max", parameters: dict | None = None,
                     chips: dict | None = None) -> float:
     """Predicted device time of one call of the program (floor + per-op + traffic terms), in ms."""
     t = terms(cost, chip, parameters, chips)
     return t["floor_ms"] + t["per_op_ms"] + t["traffic_ms"]
 
 
-def predict_request_ms(cost: dict, chip: str = "M3 Max", parameters: dict | None = None,
+def predict_request_ms(cost: dict, chip: str = "m3-max", parameters: dict | None = None,
                        chips: dict | None = None) -> float:
     """Predicted whole request: the body plus its inputs and outputs crossing the boundary once (no host CPU term;
     see the module docstring), in ms."""

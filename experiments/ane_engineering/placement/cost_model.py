@@ -114,15 +114,37 @@ class CostModelError(HarnessError):
     """A program the cost model cannot count (e.g. a symbolic shape)."""
 
 
-CHIP = open_object({"peak_fp16_tflops": POSITIVE_NUMBER, "ane_bandwidth_gbs": POSITIVE_NUMBER,
+_OPTIONAL_NUMBER = {"anyOf": [POSITIVE_NUMBER, {"type": "null"}]}
+CHIP = open_object({"name": STRING, "peak_fp16_tflops": _OPTIONAL_NUMBER, "ane_bandwidth_gbs": POSITIVE_NUMBER,
                     "fp16_basis": STRING, "bandwidth_source": STRING},
-                   {"peak_fp16_tflops_if_int8_counted": POSITIVE_NUMBER})
-CHIPS_SCHEMA = open_object({"chips": {"type": "object", "minProperties": 1, "additionalProperties": CHIP}})
+                   {"peak_fp16_tflops_if_int8_counted": _OPTIONAL_NUMBER, "assumed_peak_fp16_tflops": POSITIVE_NUMBER,
+                    "assumed_peak_basis": STRING})
+CHIP_KEY = "^[a-z0-9]+(-[a-z0-9]+)*$"
+CHIPS_SCHEMA = open_object({"chips": {"type": "object", "minProperties": 1, "propertyNames": {"pattern": CHIP_KEY},
+                                      "additionalProperties": CHIP}})
 
 
 def load_chips(path: Path | str = CHIPS_PATH) -> dict:
-    """The chip table (chips.json): {name: {peak_fp16_tflops, ane_bandwidth_gbs, ...sources}}."""
-    return read_json(path, CHIPS_SCHEMA)["chips"]
+    """The chip table (chips.json): {key: {name, peak_fp16_tflops, ane_bandwidth_gbs, ...sources}}, keys lower-case
+    with hyphens ("m3-max"). A chip whose FP16 peak no public source gives has peak_fp16_tflops null and an
+    assumed_peak_fp16_tflops with its basis (required: the schema check below refuses a null peak without one)."""
+    chips = read_json(path, CHIPS_SCHEMA)["chips"]
+    for key, chip in chips.items():
+        if chip["peak_fp16_tflops"] is None and "assumed_peak_fp16_tflops" not in chip:
+            raise CostModelError(f"{path}: chip {key} has no peak_fp16_tflops and no assumed_peak_fp16_tflops")
+    return chips
+
+
+def chip_key(name: str) -> str:
+    """The table key of a chip name: "M3 Max" and "m3-max" are both m3-max."""
+    return "-".join(name.strip().lower().replace("_", " ").split())
+
+
+def effective_peak(chip: dict) -> tuple[float, bool]:
+    """(FP16 peak the floor divides by, whether it is the table's stated assumption rather than a sourced figure)."""
+    if chip["peak_fp16_tflops"] is not None:
+        return chip["peak_fp16_tflops"], False
+    return chip["assumed_peak_fp16_tflops"], True
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -479,7 +501,8 @@ def _walk_back(operands, mask_inputs: set[str], crosses) -> tuple[list, set[str]
 
 def latency_floor(cost: dict, chip: dict) -> dict:
     """Roofline times of a program_cost() result on one chip (see the module docstring for each field)."""
-    peak = chip["peak_fp16_tflops"] * 1e12
+    peak_tflops, assumed = effective_peak(chip)
+    peak = peak_tflops * 1e12
     bandwidth = chip["ane_bandwidth_gbs"] * 1e9
     totals = cost["totals"]
     compute_ms = totals["flops"] / peak * 1e3
@@ -496,7 +519,8 @@ def latency_floor(cost: dict, chip: dict) -> dict:
     for value in by_category.values():
         value["share"] = value["roofline_ms"] / category_sum if category_sum else None
     result = {
-        "peak_fp16_tflops": chip["peak_fp16_tflops"],
+        "peak_fp16_tflops": peak_tflops,
+        "peak_is_assumed": assumed,
         "ane_bandwidth_gbs": chip["ane_bandwidth_gbs"],
         "compute_ms": compute_ms,
         "memory_ms": memory_ms,
@@ -521,7 +545,7 @@ def latency_floor(cost: dict, chip: dict) -> dict:
         c, m = tensor_ops["flops"] / peak * 1e3, tensor_ops["bytes"] / bandwidth * 1e3
         result["lxl_tensor_ops_roofline_ms"] = max(c, m)
         result["lxl_tensor_ops_share_of_category_sum"] = max(c, m) / category_sum if category_sum else None
-    if "peak_fp16_tflops_if_int8_counted" in chip and chip["peak_fp16_tflops_if_int8_counted"] != chip[
+    if chip.get("peak_fp16_tflops_if_int8_counted") and chip["peak_fp16_tflops_if_int8_counted"] != chip[
             "peak_fp16_tflops"]:
         alt_compute = totals["flops"] / (chip["peak_fp16_tflops_if_int8_counted"] * 1e12) * 1e3
         result["if_tops_were_int8_counted"] = {
@@ -564,7 +588,7 @@ def reference_check(costs_by_length: dict[int, dict], chips: dict | None = None,
     chips = chips or load_chips()
     reference = reference or reference_run.load()
     chip_name = reference["machine"]["chip"]
-    chip = chips[chip_name]
+    chip = chips[chip_key(chip_name)]
     measurements = reference["timings"]["measurements"]
     by_id = {m["id"]: m for m in measurements}
     host_overhead = None

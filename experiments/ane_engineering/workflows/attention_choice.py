@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from ..checkpoint import Checkpoint
 from ..core.errors import HarnessError
-from ..model.window_tiles import DEFAULT_TILE, DENSE, AttentionLayout, windowed
+from ..model.window_tiles import DEFAULT_TILE, DENSE, AttentionLayout, reference_run_layout, windowed
 
-CHOICES = ("dense", "windowed", "auto")
+CHOICES = ("dense", "windowed", "auto", "reference-run")
 PREDICTION_CHIP = "M3 Max"  # the reference run's chip (core/reference_run.json)
 
 
@@ -33,7 +33,7 @@ def requested_layout(choice: str, tile: int = DEFAULT_TILE) -> AttentionLayout |
     """The layout of an explicit choice; None for auto (decided per bucket by choose_layout)."""
     if choice not in CHOICES:
         raise AttentionChoiceError(f"--attention must be one of {CHOICES}, got {choice!r}")
-    return {"dense": DENSE, "windowed": windowed(tile), "auto": None}[choice]
+    return {"dense": DENSE, "windowed": windowed(tile), "auto": None, "reference-run": reference_run_layout()}[choice]
 
 
 def _predictor():

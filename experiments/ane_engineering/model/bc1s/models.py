@@ -31,6 +31,7 @@ from .layer import BC1SLayer
 from .lora import LoraSpec, layer_slices
 from .markers import active_slots, select_columns
 from .norm import ChannelLayerNorm
+from .reference_attention import ReferenceRunAttention, ReferenceRunLayer, RopeHalves
 from .rope import HeadRotation, RopeTables
 from .shapes import expect_shape
 from .windowed_attention import WindowTiling
@@ -42,8 +43,15 @@ class RopeCache:
     weight blob is shared by coincidence: see reweight)."""
 
     def __init__(self, length: int):
-        self.length, self.tables, self.rotations = length, {}, {}
+        self.length, self.tables, self.rotations, self.halves = length, {}, {}, {}
         self.key_bias_channel = KeyBiasChannel(length)
+
+    def get_halves(self, theta: float, head_dim: int, num_heads: int) -> RopeHalves:
+        """The split-RoPE tables of the reference-run layout (reference_attention.py), one per base."""
+        key = (theta, head_dim, num_heads)
+        if key not in self.halves:
+            self.halves[key] = RopeHalves(theta, head_dim, num_heads, self.length)
+        return self.halves[key]
 
     def get(self, theta: float, head_dim: int, num_heads: int, tiles: WindowTiles | None = None) -> RopeTables:
         """tiles: the tables laid out like a windowed export's sliding layers."""
@@ -66,24 +74,37 @@ def window_tiling(config: ModelConfig, length: int, attention: AttentionLayout) 
 
 
 def encoder_layer(config: ModelConfig, tensors: dict, index: int, length: int,
-                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None) -> nn.Module:
+                  ropes: RopeCache | None = None, tiling: WindowTiling | None = None,
+                  reference: bool = False) -> nn.Module:
+    """reference: the reference-run layout's attention (reference_attention.py), masked in every layer."""
     enc = config.encoder
     if enc.family == BertEncoderConfig.family:
         return BertBC1SLayer(config, tensors, index)
     ropes = ropes or RopeCache(length)
     prefix = f"layers.{index}"
     sliding = enc.layer_types[index] == "sliding_attention"
+    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
+    if reference:
+        rope = ropes.get_halves(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads)
+        attention = ReferenceRunAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope,
+                                          length)
+        return ReferenceRunLayer(tensors, prefix, enc.norm_eps, attention, ffn)
     tiles = tiling.tiles if sliding and tiling is not None else None
     rope = ropes.get(enc.rope_theta(enc.layer_types[index]), enc.head_dim, enc.num_attention_heads, tiles)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", enc.num_attention_heads, enc.hidden_size, rope, length,
                                     tiling if sliding else None, None if sliding else ropes.key_bias_channel)
-    ffn = GeGLUConv(tensors, f"{prefix}.mlp", enc.intermediate_size, enc.gelu_approximation)
     return BC1SLayer(tensors, prefix, enc.norm_eps, attention, ffn)
 
 
-def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache) -> BC1SLayer:
+def head_layer(config: ModelConfig, tensors: dict, index: int, length: int, ropes: RopeCache,
+               reference: bool = False) -> BC1SLayer:
     enc, head = config.encoder, config.head
     prefix = f"{HEAD_PREFIX}layers.{index}"
+    if reference:
+        rope = ropes.get_halves(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
+        attention = ReferenceRunAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope,
+                                          length)
+        return ReferenceRunLayer(tensors, prefix, enc.norm_eps, attention, ReluConv(tensors, f"{prefix}.mlp"))
     rope = ropes.get(head.rope_theta, enc.hidden_size // head.num_attention_heads, head.num_attention_heads)
     attention = SingleHeadAttention(tensors, f"{prefix}.attn", head.num_attention_heads, enc.hidden_size, rope, length,
                                     key_bias_channel=ropes.key_bias_channel)
@@ -119,12 +140,15 @@ class BC1SEncoder(nn.Module):
         self.layer_types = enc.layer_types
         self.has_local = enc.has_sliding_layers
         self.attention = attention
+        self.reference = attention.reference_run  # masks added in every layer (reference_attention.py)
+        if self.reference and lora is not None:
+            raise LayoutError("the reference-run attention layout takes no LoRA inputs")
         tiling = window_tiling(config, length, attention)
         self.tiling = tiling  # windowed layout: the residual stream is tiled through each run of sliding layers
         self.local_mask_name = "window_mask" if tiling is not None else "local_mask"
         self.local_mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
         self.embedding_norm = ChannelLayerNorm.from_tensors(tensors, "embeddings.norm", enc.norm_eps)
-        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling)
+        self.layers = nn.ModuleList(encoder_layer(config, tensors, n, length, ropes, tiling, self.reference)
                                     for n in range(enc.num_hidden_layers))
         self.final_norm = ChannelLayerNorm.from_tensors(tensors, "final_norm", enc.norm_eps)
         self.lora = lora
@@ -154,7 +178,7 @@ class BC1SEncoder(nn.Module):
         for name, shape in self.lora_shapes().items():
             expect_shape(name, inputs[name], shape)
         x = self.embedding_norm(inputs["embeddings"])  # (1, C, 1, L)
-        if keys is None:
+        if keys is None and not self.reference:
             keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1): full-attention layers fold it into their scores
         tiled = False  # windowed layout: sliding layers take and return tiles (1, C, nT, T)
         for n, (layer, layer_type) in enumerate(zip(self.layers, self.layer_types)):
@@ -162,7 +186,7 @@ class BC1SEncoder(nn.Module):
             if self.tiling is not None and sliding != tiled:  # one reshape per run of sliding layers, each way
                 x = self.tiling.queries(x) if sliding else self.tiling.untile(x)  # (1, C, nT, T) / (1, C, 1, L)
                 tiled = sliding
-            mask = inputs[self.local_mask_name] if sliding else keys
+            mask = inputs[self.local_mask_name] if sliding else (inputs["global_mask"] if self.reference else keys)
             x = layer(x, mask, self.layer_lora(inputs, n))  # (1, C, 1, L) or (1, C, nT, T)
         if tiled:
             x = self.tiling.untile(x)  # (1, C, 1, L)
@@ -178,6 +202,8 @@ def bc1s_encoder(config: ModelConfig, tensors: dict, length: int, ropes: RopeCac
     """The BC1S encoder of the family config.json names: ModernBERT (BC1SEncoder) or BERT (bert.py)."""
     if config.encoder.family != BertEncoderConfig.family:
         return BC1SEncoder(config, tensors, length, ropes, lora, lora_layers, attention)
+    if attention.reference_run:
+        raise LayoutError("the reference-run attention layout is ModernBERT's (split RoPE); a BERT encoder has none")
     window_tiling(config, length, attention)  # refuses a windowed layout: BERT has no sliding layers
     if lora is not None and not config.encoder.supports_lora:
         raise ModelInputError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); this "
@@ -200,7 +226,8 @@ class BC1SBody(nn.Module):
         self.key_bias_channel = ropes.key_bias_channel  # its row of ones per position also counts the active slots
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers
         self.encoder = bc1s_encoder(config, tensors, length, ropes, lora, total_layers, attention)
-        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes)
+        self.reference = attention.reference_run
+        self.head_layers = nn.ModuleList(head_layer(config, tensors, n, length, ropes, self.reference)
                                          for n in range(config.head.num_layers))
         eps = config.encoder.norm_eps
         self.scorer_norm = ChannelLayerNorm.from_tensors(tensors, f"{HEAD_PREFIX}scorer.norm", eps)
@@ -223,6 +250,8 @@ class BC1SBody(nn.Module):
         inputs = bind_inputs(self.input_names(), args, kwargs)
         expect_shape("type_vectors", inputs["type_vectors"], (1, self.hidden, 1, self.length))
         expect_shape("marker_selector", inputs["marker_selector"], (1, self.length, 1, self.markers))
+        if self.reference:
+            return self._reference_forward(inputs)
         keys = key_bias(inputs["global_mask"])  # (1, L, 1, 1), shared by the encoder's and the head's layers
         x = self.encoder.encode(inputs, keys) + inputs["type_vectors"]  # (1, C, 1, L)
         selector = inputs["marker_selector"]  # (1, L, 1, M)
@@ -237,6 +266,17 @@ class BC1SBody(nn.Module):
         scores = self.scorer_out(hidden)  # (1, 1, 1, M), without the output bias
         # An unused slot reads nothing: 0 + bias, as when the read-out came last.
         return scores * active_slots(selector, self.key_bias_channel.position_ones) + self.slot_bias  # (1, 1, 1, M)
+
+    def _reference_forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The reference-run layout: every head layer on all L columns with the full mask, the scorer on L, then
+        the one-hot marker read-out einsum (an unused slot reads nothing: 0 + bias)."""
+        x = self.encoder.encode(inputs) + inputs["type_vectors"]  # (1, C, 1, L)
+        for layer in self.head_layers:
+            x = layer(x, inputs["global_mask"])  # (1, C, 1, L)
+        hidden = torch.relu(self.scorer_proj(self.scorer_norm(x)))  # (1, S, 1, L)
+        scores = self.scorer_out(hidden)  # (1, 1, 1, L), without the output bias
+        picked = torch.einsum("bkhq,bchk->bchq", inputs["marker_selector"], scores)  # (1, 1, 1, M)
+        return picked + self.slot_bias  # (1, 1, 1, M)
 
 
 class BC1SMLPBlock(nn.Module):
@@ -268,7 +308,8 @@ class BC1SLayerBlock(nn.Module):
         super().__init__()
         sliding = config.encoder.layer_types[index] == "sliding_attention"
         tiling = window_tiling(config, length, attention) if sliding else None
-        self.layer = encoder_layer(config, tensors, index, length, tiling=tiling)
+        self.reference = attention.reference_run
+        self.layer = encoder_layer(config, tensors, index, length, tiling=tiling, reference=self.reference)
         self.tiling = tiling  # a sliding layer of the windowed layout works in tiles
         self.mask_name = ("window_mask" if tiling is not None else "local_mask") if sliding else "global_mask"
         self.mask_shape = tiling.tiles.mask_shape() if tiling is not None else (1, length, 1, length)
@@ -280,7 +321,7 @@ class BC1SLayerBlock(nn.Module):
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         expect_shape("hidden_states", hidden_states, (1, self.hidden, 1, self.length))
         expect_shape(self.mask_name, mask, self.mask_shape)
-        if self.mask_name == "global_mask" and isinstance(self.layer, BC1SLayer):
+        if self.mask_name == "global_mask" and isinstance(self.layer, BC1SLayer) and not self.reference:
             mask = key_bias(mask)  # (1, L, 1, 1): ModernBERT's layers fold it into the scores; BERT's add the mask
         if self.tiling is not None:
             return self.tiling.untile(self.layer(self.tiling.queries(hidden_states), mask))  # (1, C, 1, L)

@@ -1,0 +1,230 @@
+"""predict: per-chip predictions with a leave-one-out band, the chip table, the reference-run layout, the separation
+of calibration and check points, and the crossover against an MLX curve."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from experiments.ane_engineering import predict as command
+from experiments.ane_engineering.core import reference_run
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.placement import calibration, crossover, predict, public_latencies
+from experiments.ane_engineering.placement.cost_model import chip_key, load_chips
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return calibration.load_calibration()
+
+
+def test_every_chip_of_the_table_gets_a_prediction_with_its_terms_and_band(fit):
+    cost = {"totals": fit["points"][2]["totals"]}  # the L1024 reference body's recorded counts
+    rows = predict.predict_cost(cost, None, fit)
+    assert list(rows) == list(load_chips())
+    for key, row in rows.items():
+        terms = row["terms"]
+        assert row["predicted_body_ms"] == pytest.approx(terms["floor_ms"] + terms["per_op_ms"] + terms["traffic_ms"])
+        assert row["predicted_request_ms"] == pytest.approx(row["predicted_body_ms"] + terms["boundary_ms"])
+        low, high = row["band"]["request_ms"]
+        assert low <= row["predicted_request_ms"] <= high and low < high
+        assert row["chip_figures"]["peak_is_assumed"] == (load_chips()[key]["peak_fp16_tflops"] is None)
+    # M5's FP16 peak is not public: its prediction says which figure is assumed
+    assert rows["m5"]["chip_figures"]["peak_is_assumed"] and "peak_fp16_tflops" in rows["m5"]["assumed"][0]
+    # a faster memory system predicts a faster call: the M3 Max (120 GB/s) beats the M3 (63 GB/s) at equal peak
+    assert rows["m3-max"]["predicted_body_ms"] < rows["m3"]["predicted_body_ms"]
+    # the calibration chip reproduces the fit's own in-sample prediction of that point
+    assert rows["m3-max"]["predicted_request_ms"] == pytest.approx(fit["points"][2]["predicted_ms"])
+
+
+def test_unknown_chip_is_refused_naming_the_known_ones(capsys):
+    with pytest.raises(predict.PredictionError, match="known chips: m1, m1-pro"):
+        predict.resolve_chips(["m9"])
+    assert predict.resolve_chips(["M3 Max", "m4-max"]) == ["m3-max", "m4-max"]
+    assert run_main(command.main, ["--source", "builtin:tiny", "--chip", "m9"]) == 2  # before any conversion
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unknown chip 'm9'") and "m5-max" in err[0]
+
+
+def test_leave_one_out_predicts_each_identifiable_point_from_the_others(fit):
+    loo = {row["id"]: row for row in predict.leave_one_out(fit)}
+    # without L1024 the two L96 points share one program: per-op and per-byte terms cannot be told apart
+    assert loo["L1024-request"]["identifiable"] is False and "cannot be told apart" in loo["L1024-request"]["why"]
+    for name in ("L96-body", "L96-full-path"):
+        row = loo[name]
+        assert row["identifiable"] and name not in row["fitted_on"] and len(row["fitted_on"]) == 2
+        # two parameters from two points: the held-in points are reproduced exactly by their own fit
+        for other in fit["points"]:
+            if other["id"] in row["fitted_on"]:
+                assert calibration.predict(other, fit["chip"], row["parameters"]) == pytest.approx(other["measured_ms"])
+    band = predict.band_from(list(loo.values()))
+    ratios = [loo[n]["ratio_measured_to_predicted"] for n in ("L96-body", "L96-full-path")]
+    assert band["low_ratio"] == min(ratios) < 1 < band["high_ratio"] == max(ratios) and band["points"] == 2
+    with pytest.raises(predict.PredictionError, match="no band"):
+        predict.band_from([loo["L1024-request"]])
+
+
+def test_no_calibration_point_shares_an_id_or_a_source_figure_with_a_check_point(fit):
+    document = public_latencies.load()
+    checks = document["ane_checks"]
+    reference = reference_run.load()
+    calibration_ids = {p["id"] for p in fit["points"]} | {m["id"] for m in reference["timings"]["measurements"]}
+    check_ids = {p["id"] for p in checks}
+    assert calibration_ids and check_ids and not calibration_ids & check_ids
+    # the calibration's figures come from the reference run alone; no check point is read from that file
+    assert {p["id"] for p in fit["points"]} == {m["id"] for m in reference["timings"]["measurements"]}
+    calibration_figures = {("core/reference_run.json", f"timings.measurements.{m['id']}.p50_ms")
+                           for m in reference["timings"]["measurements"]}
+    check_figures = {(p["source"]["path"], p["source"]["figure"]) for p in checks}
+    assert not calibration_figures & check_figures
+    assert all("reference_run" not in p["source"]["path"] and p["source"]["repo"] for p in checks)
+    # and no check value is a calibration measurement under another name
+    assert not {p["measured_ms"] for p in checks} & {m["p50_ms"] for m in reference["timings"]["measurements"]}
+
+
+def test_public_latencies_file_is_refused_when_a_check_names_no_config(tmp_path):
+    document = json.loads(public_latencies.PATH.read_text())
+    document["ane_checks"][0]["config"] = "nothing"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(public_latencies.PublicLatencyError, match="unknown config"):
+        public_latencies.load(path)
+    assert public_latencies.mlx_curve("mmbert-base-shape", "m3-max") == [
+        (1024, reference_run.load()["timings"]["mlx"]["p50_ms"])]  # read from its one home
+    with pytest.raises(public_latencies.PublicLatencyError, match="known: "):
+        public_latencies.mlx_curve("mmbert-base-shape", "m1")
+
+
+def test_mlx_curve_and_crossover_rule():
+    one = [(1024, 52.0)]
+    assert crossover.mlx_ms(one, 512) == pytest.approx(26.0)  # proportional to L with a single point
+    three = [(128, 12.0), (256, 20.0), (1024, 72.0)]
+    assert crossover.mlx_ms(three, 192) == pytest.approx(16.0) and crossover.mlx_ms(three, 64) == pytest.approx(8.0)
+    assert crossover.mlx_ms(three, 2048) == pytest.approx(72.0 + 52.0 * 1024 / 768)
+    result = crossover.crossover({128: 5.0, 256: 10.0, 512: 40.0, 1024: 60.0}, one)
+    assert result["crossover_length"] == 512 and result["ane_faster_up_to"] == 256
+    assert crossover.crossover({128: 1.0}, one)["crossover_length"] is None
+    # slower at a short length (the one-point curve has no fixed cost), faster in between, slower from 1024 on
+    dip = crossover.crossover({64: 4.0, 512: 20.0, 1024: 60.0}, one)
+    assert dip["crossover_length"] == 1024 and dip["ane_faster_up_to"] == 512 and dip["ane_slower_at"] == [64, 1024]
+
+
+def test_quadratic_totals_refuse_counts_that_are_not_a_quadratic():
+    def cost(v):
+        return {"totals": {**{f: v for f in crossover.FIELDS}, "io_bytes": {"inputs": 1, "outputs": 1}}}
+    with pytest.raises(crossover.CrossoverError, match="exactly three"):
+        crossover.quadratic_totals({1: cost(1), 2: cost(2)}, 3)
+    with pytest.raises(crossover.CrossoverError, match="not a quadratic"):
+        crossover.quadratic_totals({1: cost(0), 2: cost(0), 4: cost(1)}, 3)  # 1/3 at L3: no integer count
+    assert crossover.quadratic_totals({1: cost(1), 2: cost(4), 3: cost(9)}, 5)["totals"]["flops"] == 25
+
+
+def test_reference_run_layout_computes_what_the_dense_layout_computes(tiny):
+    """The restored layout is the same function: split RoPE halves + masked scores in every layer."""
+    from experiments.ane_engineering.model.window_tiles import DENSE, reference_run_layout
+    from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
+    from experiments.ane_engineering.package.kinds import build_export_spec
+
+    length, ids = 48, list(range(5, 35))
+    inputs = body_inputs(tiny.config, tiny.tensors, ids, [0] * 20 + [1] * 8 + [2, 2], [28, 29], length)
+    outputs = {}
+    for layout in (DENSE, reference_run_layout()):
+        spec = build_export_spec(tiny, "body", length, attention=layout)
+        with torch.no_grad():
+            outputs[layout.name] = spec.module(*[torch.from_numpy(inputs[c.name]) for c in spec.inputs]).numpy()
+        assert spec.attention["layout"] == layout.name
+    active = outputs["dense"][..., :2]
+    np.testing.assert_allclose(outputs["reference-run"][..., :2], active, rtol=1e-4, atol=1e-5)
+    assert np.abs(active).max() > 1e-3  # not a vacuous comparison of zeros
+
+
+@pytest.mark.slow
+def test_predict_counts_any_length_and_a_package_on_disk(tiny_packages, capsys):
+    assert run_main(command.main, ["--source", "builtin:tiny", "--kind", "body", "--length", "40", "--attention",
+                                   "dense", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["program"]["length"] == 40 and document["program"]["attention"]["layout"] == "dense"
+    assert set(document["chips"]) == set(load_chips()) and document["not_modelled"]
+    assert all(row["predicted_request_ms"] > row["predicted_body_ms"] > 0 for row in document["chips"].values())
+    directory, _ = tiny_packages.get("body", 96)
+    assert run_main(command.main, ["--package", str(directory), "--chip", "m4-max", "--json"]) == 0
+    on_disk = json.loads(capsys.readouterr().out)
+    assert list(on_disk["chips"]) == ["m4-max"] and on_disk["program"]["length"] == 96
+    assert run_main(command.main, ["--package", str(directory), "--length", "96"]) == 2
+    assert "describe an export" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_reference_run_export_has_two_score_contractions_per_head_and_dense_totals_are_quadratic(tiny):
+    """The reference-run graph is the one the calibration requires (two half einsums per softmax), and the dense
+    export's totals at a fourth length equal the quadratic through three exact counts."""
+    from experiments.ane_engineering.workflows.predict_export import export_cost
+
+    ref, description = export_cost(tiny, "body", 48, "reference-run")  # L differs from head sizes 64 and 32
+    assert description["attention"]["layout"] == "reference-run"
+    softmaxes = ref["by_op_type"]["softmax"]["ops"]
+    assert ref["by_category"]["attention_scores"]["ops"] == 2 * softmaxes
+    costs = {length: export_cost(tiny, "body", length, "dense")[0] for length in (32, 64, 128)}
+    direct = export_cost(tiny, "body", 96, "dense")[0]["totals"]
+    interpolated = crossover.quadratic_totals(costs, 96)["totals"]
+    for field in crossover.FIELDS:
+        assert interpolated[field] == direct[field], field
+    assert interpolated["io_bytes"] == direct["io_bytes"]
+
+
+def test_chip_keys_normalise_apple_names():
+    assert chip_key("M3 Max") == "m3-max" == chip_key(" m3  MAX ") and chip_key("m4-pro") == "m4-pro"
+
+
+@pytest.mark.slow
+def test_agent_exposes_the_predicted_crossover_of_its_packages(tiny_packages, tiny):
+    from experiments.ane_engineering.run.agent import ANEAgent, RequestError
+
+    agent = ANEAgent([tiny_packages.get("body", n)[0] for n in (96, 192)], tiny, "mil")
+    with pytest.raises(RequestError, match="no public MLX curve"):
+        agent.predicted_crossover("m3-max")  # builtin:tiny is not the reference model
+    with pytest.raises(predict.PredictionError, match="known chips"):
+        agent.predicted_crossover("m9", mlx_curve=[(96, 1.0)])
+    rows = {r["length"]: r for r in agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3)])["rows"]}
+    assert set(rows) == {96, 192} and all(r["ane_faster"] for r in rows.values())
+    ane = rows[192]["ane_request_ms"]
+    # an MLX curve reaching the predicted ANE time at L192: the crossover is that bucket, L96 stays on the ANE
+    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3), (192, ane)])
+    assert result["crossover_length"] == 192 and result["ane_faster_up_to"] == 96
+
+
+def test_a_bare_config_builds_the_module_a_checkpoint_of_it_would_export(tmp_path):
+    """--config: ModernBERT and BERT encoders from config.json alone (random float32 weights, no embedding table)."""
+    import transformers
+
+    from checkpoint_support import small_config
+    from experiments.ane_engineering.package.kinds import build_export_spec
+    from experiments.ane_engineering.workflows.predict_export import PredictInputError, config_checkpoint, named_configs
+
+    bert = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                   intermediate_size=48, max_position_embeddings=64).to_dict()
+    for name, raw in (("modernbert", small_config()), ("bert", bert)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(raw))
+        checkpoint = config_checkpoint(str(path))
+        assert all(t.dtype == torch.float32 for t in checkpoint.tensors.values())
+        spec = build_export_spec(checkpoint, "encoder", 24)
+        with torch.no_grad():
+            out = spec.module(*spec.example_inputs())
+        assert out.shape == (1, checkpoint.config.encoder.hidden_size, 1, 24) and torch.isfinite(out).all()
+    assert named_configs()["modernbert-large-shape"]["num_hidden_layers"] == 28
+    with pytest.raises(PredictInputError, match="neither a named config"):
+        config_checkpoint(str(tmp_path / "missing.json"))
+
+
+def test_reference_run_layout_is_converted_without_the_passes_added_after_that_run():
+    from experiments.ane_engineering.package.convert import LEAN_BC1S_PASSES
+    from experiments.ane_engineering.package.graph_passes import AFTER_REFERENCE_RUN, with_project_passes
+
+    lean, reference = with_project_passes(list(LEAN_BC1S_PASSES)), with_project_passes(list(LEAN_BC1S_PASSES), True)
+    assert AFTER_REFERENCE_RUN == ("fuse_layer_norm_gamma",)
+    assert "ane_engineering::fuse_layer_norm_gamma" in lean and "ane_engineering::fuse_layer_norm_gamma" not in reference
+    assert [p for p in lean if p != "ane_engineering::fuse_layer_norm_gamma"] == reference
