@@ -38,7 +38,7 @@ from experiments.ane_engineering.core.cli import (
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import calibration, cost_model
+from experiments.ane_engineering.placement import calibration, chips, cost_model, roofline
 from experiments.ane_engineering.core.provenance import (
     harness_fingerprint,
     machine,
@@ -85,7 +85,7 @@ def costed_bodies(directories: list[Path]) -> tuple[dict[int, dict], list[dict]]
         print(f"costing {directory} ...", file=sys.stderr, flush=True)
         report = cost_model.cost_report(directory)
         manifest = report["manifest"]
-        problems = cost_model.reference_model_mismatches(manifest.get("model_config"))
+        problems = roofline.reference_model_mismatches(manifest.get("model_config"))
         if manifest["kind"] != "body" or problems:
             raise UsageError(f"{directory}: not a body package of the reference run's model "
                              f"({'; '.join(problems) or 'kind ' + str(manifest['kind'])})")
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
         costs, records = costed_bodies(directories)
     chip = reference_run.chip()
     result = calibration.fit(reference_points(costs, records), chip)
-    chip_figures = cost_model.load_chips()[chip]
+    chip_figures = chips.load_chips()[chip]
     parameters = result["parameters"]
     for point in result["points"]:
         point["terms"] = calibration.terms({"totals": point["totals"]}, chip, parameters)

@@ -34,7 +34,8 @@ from experiments.ane_engineering.core.cli import (  # noqa: E402
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import cost_model  # noqa: E402
+from experiments.ane_engineering.placement import chips as chip_table  # noqa: E402
+from experiments.ane_engineering.placement import cost_model, roofline  # noqa: E402
 from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
@@ -110,7 +111,7 @@ def bucket_entry(report: dict, directory: Path) -> dict:
 def summary_rows(buckets: list[dict], chip: str) -> list[dict]:
     rows = []
     for bucket in buckets:
-        floor = bucket["floors"][cost_model.chip_key(chip)]
+        floor = bucket["floors"][chip_table.chip_key(chip)]
         lxl = bucket["lxl"] or {}
         rows.append({
             "length": bucket["length"], "gflops": bucket["totals"]["flops"] / 1e9,
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
 
-    chips = cost_model.load_chips()
+    chips = chip_table.load_chips()
     with tempfile.TemporaryDirectory(dir=args.output.parent, prefix=".cost-model-") as scratch:
         directories = list(args.package)
         if not directories:
@@ -175,21 +176,21 @@ def main(argv=None) -> int:
 
     body_costs, skipped = {}, []
     for bucket in buckets:
-        mismatches = cost_model.reference_model_mismatches(bucket["model_config"])
+        mismatches = roofline.reference_model_mismatches(bucket["model_config"])
         if bucket["kind"] != "body" or mismatches:
             skipped.append({"length": bucket["length"], "kind": bucket["kind"],
                             "why": (["not a body package"] if bucket["kind"] != "body" else []) + mismatches})
             continue
         body_costs[bucket["length"]] = {"totals": bucket["totals"], "by_category": bucket["by_category"],
                                         "lxl": bucket["lxl"]}
-    check = {**cost_model.reference_check(body_costs, chips), "not_compared": skipped}
+    check = {**roofline.reference_check(body_costs, chips), "not_compared": skipped}
     reference_chip = reference_run.chip()
     evidence = {
         "format": FORMAT,
         "benchmark": "static cost model per bucket: FLOPs, bytes moved, roofline latency floors per chip",
         "label": LABEL,
         "conventions": cost_model.conventions(),
-        "chips": json.loads(cost_model.CHIPS_PATH.read_text(encoding="utf-8")),
+        "chips": json.loads(chip_table.CHIPS_PATH.read_text(encoding="utf-8")),
         "summary": summary_rows(buckets, reference_chip),
         "reference_check": check,
         "reference_run": reference_run.load(),

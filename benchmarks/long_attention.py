@@ -37,7 +37,8 @@ from experiments.ane_engineering.core.cli import (
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import calibration, cost_model
+from experiments.ane_engineering.placement import calibration, cost_model, roofline
+from experiments.ane_engineering.placement import chips as chip_table
 from experiments.ane_engineering.core.provenance import (
     backend_record,
     harness_fingerprint,
@@ -70,7 +71,7 @@ def bucket_entry(report: dict, directory: Path, evidence_dir: Path, chips: dict,
     by_chip = {name: {"predicted_body_ms": calibration.predict_body_ms(cost, name, parameters, chips),
                       "predicted_request_ms": calibration.predict_request_ms(cost, name, parameters, chips),
                       "terms": calibration.terms(cost, name, parameters, chips)} for name in chips}
-    key = cost_model.chip_key(chip)  # the table's key of the chip's name (chips.json)
+    key = chip_table.chip_key(chip)  # the table's key of the chip's name (chips.json)
     return {
         "length": cost["length"], "chip": chip,
         "predicted_body_ms": by_chip[key]["predicted_body_ms"],
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
     fit = calibration.load_calibration(args.calibration)
-    chips = cost_model.load_chips()
+    chips = chip_table.load_chips()
     chip = reference_run.chip()
     evidence_dir = args.output.parent
 
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
                     raise UsageError(f"{directory}: manifest records attention {recorded!r}, given as {layout!r}")
                 print(f"costing {layout} {directory} ...", file=sys.stderr, flush=True)
                 report = cost_model.cost_report(directory, chips=chips)
-                problems = cost_model.reference_model_mismatches(report["manifest"].get("model_config"))
+                problems = roofline.reference_model_mismatches(report["manifest"].get("model_config"))
                 if report["manifest"]["kind"] != "body" or problems:
                     raise UsageError(f"{directory}: not a body package of the reference model ({'; '.join(problems)})")
                 entry = bucket_entry(report, directory, evidence_dir, chips, fit["parameters"], chip)

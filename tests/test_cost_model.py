@@ -17,9 +17,10 @@ from experiments.ane_engineering.core import reference_run
 from experiments.ane_engineering.core.buckets import MARKER_SLOTS
 from experiments.ane_engineering.core.errors import HarnessError
 from experiments.ane_engineering.core.json_documents import read_json
-from experiments.ane_engineering.placement import cost_model
-from experiments.ane_engineering.placement.cost_model import (
-    chip_key, cost_report, latency_floor, load_chips, op_cost, program_cost, reference_check, window_fraction)
+from experiments.ane_engineering.placement import cost_model, roofline
+from experiments.ane_engineering.placement.chips import chip_key, load_chips
+from experiments.ane_engineering.placement.cost_model import cost_report, op_cost, program_cost, window_fraction
+from experiments.ane_engineering.placement.roofline import latency_floor, reference_check
 
 OPSET = ct.target.macOS15
 FP16 = types.fp16
@@ -268,10 +269,10 @@ def test_lxl_share_grows_with_length(tiny_packages):
 
 
 def test_reference_model_dimensions():
-    assert cost_model.reference_model_mismatches(
+    assert roofline.reference_model_mismatches(
         {"encoder": {"hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12,
                      "intermediate_size": 1152, "local_attention": 128}, "head": {"num_layers": 2}}) == []
-    assert cost_model.reference_model_mismatches(
+    assert roofline.reference_model_mismatches(
         {"encoder": {"hidden_size": 128, "num_hidden_layers": 6, "num_attention_heads": 2,
                      "intermediate_size": 192, "local_attention": 128}, "head": {"num_layers": 2}})
 

@@ -13,7 +13,7 @@ from experiments.ane_engineering import predict as command
 from experiments.ane_engineering.core import reference_run
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.placement import calibration, crossover, predict, public_latencies
-from experiments.ane_engineering.placement.cost_model import chip_key, load_chips
+from experiments.ane_engineering.placement.chips import chip_key, load_chips
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def calibrated_prediction(report: dict) -> dict | None:
     """The calibrated model's body and request predictions (placement/calibration.py) on the reference run's chip, to
     set beside a measurement of a package of the reference model's dimensions (None for other models)."""
     from .placement import calibration
-    from .placement.cost_model import reference_model_mismatches
+    from .placement.roofline import reference_model_mismatches
 
     if reference_model_mismatches((report.get("manifest") or {}).get("model_config")):
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import reference_run
-from ..placement.cost_model import chip_key
+from ..placement.chips import chip_key
 from .ledger import Ledger
 from .report import link, open_if_present
 

@@ -3,7 +3,7 @@
     body_ms    = floor_ms + per_op_ms * non_constant_ops + traffic_factor * activation_bytes / bandwidth
     request_ms = body_ms + boundary_ms
 
-- floor_ms: cost_model.latency_floor's lower bound, max(FLOPs / peak FP16, compulsory bytes / bandwidth), per chip
+- floor_ms: roofline.latency_floor's lower bound, max(FLOPs / peak FP16, compulsory bytes / bandwidth), per chip
   (chips.json). Kept as the base: a prediction never drops below it.
 - per_op_ms: a fixed cost per non-constant MIL op of the program (dispatch, synchronisation between ops). Fitted.
 - activation_bytes = unfused_bytes - compulsory_bytes: the traffic an unfused schedule adds to the compulsory one
@@ -46,7 +46,8 @@ from ..core.json_documents import (
     read_json,
 )
 from ..core.provenance import REPOSITORY_ROOT
-from .cost_model import chip_key, latency_floor, load_chips
+from .chips import chip_key, load_chips
+from .roofline import latency_floor
 
 REPOSITORY = REPOSITORY_ROOT
 EVIDENCE_PATH = REPOSITORY / "benchmarks" / "evidence" / "cost_calibration_mmbert_base_shape.json"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import calibration
-from .cost_model import chip_key, effective_peak, load_chips
+from .chips import chip_key, effective_peak, load_chips
 
 FORMAT = "ane-engineering/prediction/1"
 NOT_MODELLED = (

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import reference_run
 from ..core.errors import HarnessError
 from ..core.json_documents import NON_EMPTY_STRING, POSITIVE_INTEGER, POSITIVE_NUMBER, array_of, open_object, read_json
-from .cost_model import CHIP_KEY
+from .chips import CHIP_KEY
 
 PATH = Path(__file__).resolve().parent / "public_latencies.json"
 FORMAT = "ane-engineering/public-latencies/1"

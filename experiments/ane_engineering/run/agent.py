@@ -225,7 +225,8 @@ class ANEAgent(PackageAgent):
         away. Without `mlx_curve`, the public curve of the reference model on `chip` (placement/public_latencies.json);
         refused when the packages are not of the reference model's dimensions or no curve is known. A prediction."""
         from ..placement import crossover, predict, public_latencies
-        from ..placement.cost_model import cost_report, reference_model_mismatches
+        from ..placement.cost_model import cost_report
+        from ..placement.roofline import reference_model_mismatches
 
         key = predict.resolve_chips([chip])[0]
         if mlx_curve is None:

@@ -22,7 +22,7 @@ from ...checkpoint import load_checkpoint
 from ...core import reference_run
 from ...core.provenance import harness_fingerprint, machine, tool_versions
 from ...placement import calibration, crossover, predict, public_latencies
-from ...placement.cost_model import chip_key, load_chips
+from ...placement.chips import chip_key, load_chips
 from ..predict_export import config_checkpoint, export_cost
 
 FORMAT = "ane-engineering/evidence/predict-check/1"
