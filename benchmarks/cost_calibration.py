@@ -8,7 +8,7 @@ were measured on. Writes the fitted parameters, each point's recorded cost input
 hashes of the programs and the harness. The result is a prediction model, not a measurement.
 
 The fit belongs to the graph the reference run measured: the dense layout, with each head's scores as two half-size
-einsums plus an add (the harness before issue 14's leaner layouts, e.g. git commit 48ff4e9). The script refuses a
+einsums plus an add (the harness before its leaner layouts, e.g. git commit 48ff4e9). The script refuses a
 program with another number of score contractions per softmax, so it cannot be refitted on the leaner graphs;
 export the bodies with that harness (a checkout of that commit) and pass them with --package. The packages' hashes
 are recorded.
@@ -31,83 +31,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.cost_model import export
-from experiments.ane_engineering.core import reference_run
-from experiments.ane_engineering.core.cli import (
-    UsageError,
+from experiments.ane_engineering.core import reference_run  # noqa: E402
+from experiments.ane_engineering.core.cli import (  # noqa: E402
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import calibration, chips, cost_model, roofline
-from experiments.ane_engineering.core.provenance import (
+from experiments.ane_engineering.placement import calibration, chips  # noqa: E402
+from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     tool_versions,
 )
-from experiments.ane_engineering.core.staging import check_output
-
-GRAPH = ("dense attention as the reference run measured it: per head, the scores as two half-size einsums (RoPE "
-         "halves) plus an add, additive (1, L, 1, L) global and local masks")
-
-
-def package_record(report: dict, directory: Path) -> dict:
-    manifest = report["manifest"]
-    cost = report["cost"]
-    return {"length": cost["length"], "kind": manifest["kind"], "directory": directory.name,
-            "content_sha256": manifest["package_sha256"], "manifest_sha256": manifest["manifest_sha256"],
-            "source": manifest["source"], "compute_precision": manifest["compute_precision"],
-            "export_harness_sha256": (manifest["export_harness"] or {}).get("sha256"),
-            "attention_score_contractions": cost["by_category"]["attention_scores"]["ops"],
-            "einsum_ops": cost["by_op_type"].get("einsum", {}).get("ops", 0)}
-
-
-SCORE_CONTRACTIONS_PER_SOFTMAX = 2  # the reference graph: two half-size score einsums per head (RoPE halves)
-
-
-def reference_graph_check(cost: dict, directory: Path) -> float:
-    """Refuse a program that is not the graph the reference run measured: it had two half-size score contractions
-    per head (per softmax); the leaner layouts of issue 14 have one."""
-    scores = cost["by_category"]["attention_scores"]["ops"]
-    softmaxes = cost["by_op_type"].get("softmax", {}).get("ops", 0)
-    if not softmaxes or scores != SCORE_CONTRACTIONS_PER_SOFTMAX * softmaxes:
-        raise UsageError(f"{directory}: {scores} score contractions for {softmaxes} softmaxes, not the graph the "
-                         f"reference run measured ({SCORE_CONTRACTIONS_PER_SOFTMAX} per head); export the bodies with "
-                         "the harness before issue 14 (git commit 48ff4e9) and pass them with --package")
-    return scores / softmaxes
-
-
-def costed_bodies(directories: list[Path]) -> tuple[dict[int, dict], list[dict]]:
-    """{length: cost} and package records of body probe directories of the reference model's dimensions."""
-    costs, records = {}, []
-    for directory in directories:
-        if not (directory / "manifest.json").exists():
-            raise UsageError(f"{directory} is not a probe directory (no manifest.json)")
-        print(f"costing {directory} ...", file=sys.stderr, flush=True)
-        report = cost_model.cost_report(directory)
-        manifest = report["manifest"]
-        problems = roofline.reference_model_mismatches(manifest.get("model_config"))
-        if manifest["kind"] != "body" or problems:
-            raise UsageError(f"{directory}: not a body package of the reference run's model "
-                             f"({'; '.join(problems) or 'kind ' + str(manifest['kind'])})")
-        scores_per_softmax = reference_graph_check(report["cost"], directory)
-        length = report["cost"]["length"]
-        if length in costs:
-            raise UsageError(f"two packages at L{length}")
-        costs[length] = report["cost"]
-        records.append({**package_record(report, directory), "score_contractions_per_softmax": scores_per_softmax})
-    return costs, sorted(records, key=lambda r: r["length"])
-
-
-def reference_points(costs: dict[int, dict], records: list[dict]) -> list[dict]:
-    """One fit point per reference measurement: its id, length, scope, p50 and the program's recorded totals."""
-    sha = {r["length"]: r["content_sha256"] for r in records}
-    points = []
-    for m in reference_run.load()["timings"]["measurements"]:
-        if m["length"] not in costs:
-            raise UsageError(f"no body package at L{m['length']} for reference measurement {m['id']}")
-        points.append({"id": m["id"], "length": m["length"], "scope": m["scope"], "measured_ms": m["p50_ms"],
-                       "totals": costs[m["length"]]["totals"], "program_sha256": sha[m["length"]]})
-    return points
+from experiments.ane_engineering.core.staging import check_output  # noqa: E402
+from experiments.ane_engineering.workflows.benchmarks.cost_model import export  # noqa: E402
+from experiments.ane_engineering.workflows.benchmarks.cost_calibration import (  # noqa: E402
+    GRAPH,
+    costed_bodies,
+    reference_points,
+)
 
 
 def main(argv=None) -> int:
