@@ -30,10 +30,9 @@ Speed: conv/matmul/einsum products are float32 BLAS calls (1x1 conv = (Cout x Ci
 weight matrix cached at load; per-head einsums = one matmul each); fp16 <-> fp32 conversion and the fused fp16
 binary ops run in small numba kernels when numba is installed (kernels.py); large products and kernels are split
 over `threads` Python threads (default: the CPUs this process may use) with BLAS pinned to one thread per call.
-Measured on the 2-core machine (idle), full-size body (22 layers, hidden 768, 12 heads) at L1024, interleaved
-with the BC1S torch FP32 forward in one process: 2 threads 3.06 s vs torch 2.30 s (1.33x); 1 thread 4.72 s vs
-4.38 s (1.08x). Peak RSS of a process that loads and runs it: 1.28 GB (fp16 constants 0.24 GB, float32 conv
-weights 0.48 GB, live activations at most 20 MB).
+Its time against the BC1S torch FP32 forward and its peak RSS at full size are measured by benchmarks/
+mil_executor.py (benchmarks/evidence/mil_executor_mmbert_base_shape.json, ANE_BENCHMARKS.md "The mil executor at
+full size").
 
 Inputs: {name: array} with exactly the program's input names and shapes (an input with enumerated shapes, as in
 the original-layout baseline export, accepts any of its enumerated shapes, one with a shape range any shape within

@@ -23,8 +23,8 @@ fp16-strict
     rounded once (a correctly rounded fp16 function, better than most hardware approximations); numpy's own
     float16 matmul/dot/contiguous sum accumulate in float32 (measured: 4096 ones sum to 4096 in np.float16
     matmul, where an fp16 accumulator stalls at 2048), which is why strict sums are written as explicit loops.
-    The loops make strict mode O(K) numpy calls per dot product: ~2.5 s per call for the tiny BC1S body at L96,
-    far too slow (hours) for the full-size body at L1024; it exists to bound the effect of fp16 accumulation on
+    The loops make strict mode O(K) numpy calls per dot product: seconds per call even for the tiny BC1S body,
+    far too slow for the full-size body at L1024; it exists to bound the effect of fp16 accumulation on
     small programs, not to run production shapes.
     A few composite ops compute in float32 and round once even in this mode, each saying so in its handler:
     bilinear interpolation (upsample/resize/crop_resize/resample/affine), local_response_norm's power, the
