@@ -65,6 +65,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         path = root / name
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
+    from .sections_numerics import section_numerics  # benchmarks/evidence/ane-numerics-*.json, when present
+
+    lines += section_numerics(ledger, root)
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))
