@@ -85,3 +85,16 @@ def test_a_scaled_projection_in_an_exported_package_fails_the_gate(tiny_packages
     broken = headroom_gate(measure_headroom(tmp_path / "defective", inputs))
     assert broken["passed"] is False and broken["minimum_headroom"] < gates.HEADROOM_MIN
     assert broken["minimum"]["op"] in broken["reason"]
+
+
+@pytest.mark.slow
+def test_probe_json_carries_the_headroom_on_the_longest_golden_inputs(tiny_packages):
+    from experiments.ane_engineering.validation.headroom_inputs import PROBE_INPUTS
+
+    _, report = tiny_packages.get("body", 96)
+    headroom = report["headroom"]
+    about = headroom["golden_inputs"]
+    assert headroom["measured"] and headroom["passed"] and about["limit"] == PROBE_INPUTS
+    assert headroom["inputs_measured"] == about["measured"] == min(PROBE_INPUTS, about["total"])
+    assert headroom["minimum"]["op"] and headroom["minimum_headroom"] >= gates.HEADROOM_MIN
+    assert report["placement"]["static"]["measured"] == ["headroom"]  # the static rules saw it
