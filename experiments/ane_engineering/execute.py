@@ -7,6 +7,12 @@
                          program's fixed, enumerated or ranged shapes before anything runs
     --output OUT.npz     new file: one array per output name (declared dtype; a classifier's label as a 0-d array,
                          its probabilities as a structured array with fields class, probability)
+    --mode ane [--ane-family pre-a16|a16]
+                         fp32-accumulate arithmetic plus the Neural Engine's published numeric cliffs of that chip
+                         family (run/mil/ane_cliffs.json, default pre-a16, the stricter): a matmul-class output above
+                         the matmul cliff and (pre-A16) a width-offset slice's values above the slice cliff become
+                         +/-inf. The command then prints one line `ane_cliff: {...}` (JSON) naming the first op where a
+                         cliff fired (op, type, output, cliff, value), or `ane_cliff: null`
     --max-loop-iterations N
                          while_loop iterations one run may take, every loop counted (default: core/limits.py
                          MAX_LOOP_ITERATIONS); a program that loops longer is refused, naming the loop
@@ -31,7 +37,8 @@ from .core.arguments import refuse_unused
 from .core.cli import UsageError, atomic_file, run_main
 from .core.limits import MAX_LOOP_ITERATIONS
 from .core.staging import check_output
-from .run.mil.numerics import FP32_ACCUMULATE, MODES
+from .run.mil.cliffs import DEFAULT_FAMILY, FAMILIES
+from .run.mil.numerics import ANE, FP32_ACCUMULATE, MODES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, help="new .npz for the outputs (refused if it exists)")
     parser.add_argument("--mode", choices=MODES,
                         help="fp32-accumulate: float32 inside each op, fp16 storage (default); fp16-strict: every "
-                             "step rounded to fp16 (slow, a pessimistic bound)")
+                             "step rounded to fp16 (slow, a pessimistic bound); ane: fp32-accumulate plus the Neural "
+                             "Engine's published cliffs (see --ane-family)")
+    parser.add_argument("--ane-family", choices=FAMILIES,
+                        help=f"with --mode ane: the Neural Engine generation whose cliffs apply (default {DEFAULT_FAMILY}"
+                             ", every published cliff; a16: no width-offset slice cliff)")
     parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
     parser.add_argument("--max-loop-iterations", type=int, default=MAX_LOOP_ITERATIONS, metavar="N",
                         help=f"while_loop iterations one run may take, every loop counted (default {MAX_LOOP_ITERATIONS})")
@@ -64,21 +75,26 @@ def main(argv=None) -> int:
     logging.getLogger("coremltools").setLevel(logging.ERROR)
     if args.describe:
         refuse_unused(args, {"inputs": "by --describe", "output": "by --describe", "mode": "by --describe (it runs "
-                                                                                           "nothing)"})
+                                                                                           "nothing)",
+                             "ane_family": "by --describe"})
         info = tool.describe_package(args.package, args.function)
         print(json.dumps(info, indent=1) if args.json else tool.format_description(info))
         return 0 if info["every_op_supported"] else 1
-    refuse_unused(args, {"json": "without --describe"})
+    refuse_unused(args, {"json": "without --describe",
+                         **({} if args.mode == ANE else {"ane_family": "without --mode ane"})})
     if args.inputs is None or args.output is None:
         raise UsageError("give --inputs IN.npz and --output OUT.npz (or --describe)")
     if args.output.suffix != ".npz":
         raise UsageError(f"--output must end in .npz, not {args.output.name!r}")
     check_output(args.output, [args.package, args.inputs])  # before loading anything
-    executor = tool.load_executor(args.package, args.mode or FP32_ACCUMULATE, args.function, args.max_loop_iterations)
+    executor = tool.load_executor(args.package, args.mode or FP32_ACCUMULATE, args.function, args.max_loop_iterations,
+                                  args.ane_family or DEFAULT_FAMILY)
     arrays = tool.outputs_as_arrays(executor.run(read_inputs(args.inputs, executor.inputs)))
     with atomic_file(args.output, [args.package, args.inputs]) as temporary, open(temporary, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"{args.output}: {', '.join(f'{k} {v.dtype}{list(v.shape)}' for k, v in arrays.items())}")
+    if args.mode == ANE:
+        print(f"ane_cliff: {json.dumps(executor.last_run['ane_cliff'])}")
     return 0
 
 
