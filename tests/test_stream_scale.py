@@ -123,3 +123,28 @@ def test_export_spec_records_the_scale_and_refuses_kinds_without_a_stream(tiny):
     assert build_export_spec(tiny, "body", LENGTH).fp16_scale is None
     with pytest.raises(ExportSpecError, match="kinds encoder, embedding, body"):
         build_export_spec(tiny, "layer", LENGTH, fp16_scale=3)
+
+
+@pytest.mark.slow
+def test_probe_auto_picks_the_smallest_exponent_that_clears_the_headroom_gate(tmp_path):
+    """A magnitude past the matmul cliff (40,000 > 32,752): K = 0 leaves the onset MLP's output projection below
+    1x headroom; auto picks the smallest K with every op at the gate's margin or more, and records both."""
+    from experiments.ane_engineering.checkpoint.builtin import BUILTINS, build_from_config
+    from experiments.ane_engineering.checkpoint.builtin_outlier import MASSIVE_ACTIVATION_KEY
+    from experiments.ane_engineering.core.gates import HEADROOM_MIN
+    from experiments.ane_engineering.package.manifest import read_manifest
+    from experiments.ane_engineering.workflows.probe_run import run_probe
+
+    section = {**BUILTINS["tiny-outlier"][MASSIVE_ACTIVATION_KEY], "magnitude": 40000.0}
+    (tmp_path / "source").mkdir()
+    build_from_config({**BUILTINS["tiny"], MASSIVE_ACTIVATION_KEY: section}, tmp_path / "source", "test", {})
+    checkpoint = load_checkpoint(str(tmp_path / "source"))
+    report = run_probe(checkpoint, "encoder", 64, tmp_path / "package", show_progress=False, fp16_scale="auto")
+    assert report["passed"]
+    scale = read_manifest(tmp_path / "package")["fp16_scale"]
+    before, after = scale["choice"]["headroom_before"], scale["choice"]["headroom_after"]
+    assert before["minimum"]["type"] == "conv" and before["minimum_headroom"] < 1  # the cliff fires unscaled
+    assert after["minimum_headroom"] >= HEADROOM_MIN
+    # The smallest: the tightest op writes the stream, so K - 1 would leave it at half the headroom.
+    assert before["minimum_headroom"] * 2 ** (scale["exponent"] - 1) < HEADROOM_MIN
+    assert scale["exponent"] == 2 and [t["exponent"] for t in scale["choice"]["tried"]] == [0, 2]
