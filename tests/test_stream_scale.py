@@ -148,3 +148,26 @@ def test_probe_auto_picks_the_smallest_exponent_that_clears_the_headroom_gate(tm
     # The smallest: the tightest op writes the stream, so K - 1 would leave it at half the headroom.
     assert before["minimum_headroom"] * 2 ** (scale["exponent"] - 1) < HEADROOM_MIN
     assert scale["exponent"] == 2 and [t["exponent"] for t in scale["choice"]["tried"]] == [0, 2]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kind", "layer", "--fp16-scale", "2"], "kinds encoder, embedding, body"),
+    (["--kind", "body", "--fp16-scale", "2", "--lora-rank", "2"], "not implemented"),
+])
+def test_probe_refuses_fp16_scale_where_it_cannot_apply(tmp_path, argv, message):
+    from experiments.ane_engineering import probe
+    from experiments.ane_engineering.core.arguments import ArgumentValueError
+
+    with pytest.raises(ArgumentValueError, match=message):
+        probe.main([*argv, "--output", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text", ["x", "-1", "25", "2.5"])
+def test_probe_fp16_scale_values_outside_auto_none_and_0_to_24_are_refused(text):
+    from experiments.ane_engineering.core.arguments import ArgumentValueError
+    from experiments.ane_engineering.probe import fp16_scale_argument
+
+    with pytest.raises(ArgumentValueError, match="--fp16-scale"):
+        fp16_scale_argument(text)
+    assert fp16_scale_argument("none") is None and fp16_scale_argument("auto") == "auto" and fp16_scale_argument("3") == 3

@@ -4,7 +4,10 @@ Starts from the config of `builtin:tiny-outlier` or `builtin:mmbert-outlier` (--
 `massive_activation` section you give (magnitude, dims, onset layer, signs, marker channel), and writes the seeded
 random checkpoint with that activation planted (checkpoint/builtin_outlier.py says how) to a new directory in
 Hugging Face layout, which every command takes as `--source DIR`. The same config section in any directory's
-config.json is what the builder reads; nothing else differs from the built-ins. Refuses an existing output.
+config.json is what the builder reads. Unlike the built-in stress sources, the decision head's two last maps then get
+builtin:tiny's kind of margin fit (validation/margins.py `fit`, on this checkpoint's FP32 reference: every fixture
+question's winner at least FIT_TARGET_GAP ahead), so a flipped decision means the numerics, not a random near-tie;
+--no-margin-fit keeps the random maps. Refuses an existing output.
 Example: a magnitude past the Neural Engine's matmul cliff (32,752) in tiny dimensions:
 
     python -m experiments.ane_engineering.stress_source --base tiny-outlier --magnitude 40000 --output /tmp/tiny-40k
@@ -31,6 +34,20 @@ def signs(text: str) -> list[int]:
     return [-1 if part == "-1" else 1 for part in parts]
 
 
+def fit_margins(config, tensors: dict) -> tuple[dict, dict]:
+    """The margin fit of the decision head's two last maps on this checkpoint, refused below MIN_DECISION_MARGIN."""
+    from .checkpoint.builtin_fit import apply_fit
+    from .core.cli import UsageError
+    from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
+
+    fitted = apply_fit(tensors, fit(config, tensors))
+    margins = decision_margins(config, fitted)
+    gaps = {k: margins[k] for k in ("min_decision_logit_gap", "min_action_logit_gap")}
+    if min(gaps.values()) < MIN_DECISION_MARGIN:
+        raise UsageError(f"the margin fit reaches {gaps}, below {MIN_DECISION_MARGIN}; use --no-margin-fit")
+    return fitted, {"margin_fit": "validation/margins.py fit", "margins_when_fitted": gaps}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.ane_engineering.stress_source", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--signs", type=signs, help="+1 or -1 per dim, comma-separated (default all +1)")
     parser.add_argument("--marker-dim", type=integer("--marker-dim", 0),
                         help="channel that marks [CLS] (default hidden_size - 1)")
+    parser.add_argument("--no-margin-fit", action="store_true", help="keep the random decision maps (no margin fit)")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
     return parser
 
@@ -62,10 +80,12 @@ def main(argv=None) -> int:
     section["source"] = f"stress_source --base {args.base} with {', '.join(k for k, v in given.items() if v is not None) or 'its defaults'}"
     raw = {**BUILTINS[args.base], MASSIVE_ACTIVATION_KEY: section}
     with staged_directory(args.output) as staging:
-        meta = build_from_config(raw, staging, str(args.output), {"name": f"stress_source:{args.base}"})
+        meta = build_from_config(raw, staging, str(args.output), {"name": f"stress_source:{args.base}"},
+                                 finish=None if args.no_margin_fit else fit_margins)
     spec = meta[MASSIVE_ACTIVATION_KEY]
+    fit = f", decision margins {meta['margins_when_fitted']}" if "margins_when_fitted" in meta else ""
     print(f"wrote {args.output}: {args.base} with |h| {spec['magnitude']:g} at [CLS] in dims {spec['dims']} from "
-          f"layer {spec['onset_layer']} on; use it as --source {args.output}")
+          f"layer {spec['onset_layer']} on{fit}; use it as --source {args.output}")
     return 0
 
 

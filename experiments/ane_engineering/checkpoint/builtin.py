@@ -133,9 +133,11 @@ def build_builtin(name: str, directory: Path) -> dict:
     return build_from_config(BUILTINS[name], directory, f"builtin:{name}", {"name": name}, fit=name == "tiny")
 
 
-def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: bool = False) -> dict:
+def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: bool = False, finish=None) -> dict:
     """Write the seeded random checkpoint of config `raw` into `directory`, with the massive activation its
-    `massive_activation` section plants (if any) and, with `fit`, builtin:tiny's margin fit."""
+    `massive_activation` section plants (if any) and, with `fit`, builtin:tiny's margin fit. `finish(config,
+    tensors) -> (tensors, record)`, if given, edits the tensors last (stress_source's margin fit); its record goes
+    into builtin.json."""
     config = parse_config(raw, label)
     config_json = {**raw, "decision_head": head_config_to_json(config.head)}
     require_host_memory(config, label)
@@ -149,6 +151,9 @@ def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: b
         spec = planted_spec(raw, config, label)
         tensors = plant_massive_activation(config, spec, tensors, CLS)
         meta[MASSIVE_ACTIVATION_KEY] = spec
+    if finish is not None:
+        tensors, record = finish(config, tensors)
+        meta.update(record)
     _write(directory, config_json, tensors, meta)
     return meta
 

@@ -133,6 +133,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
             "format": "ane-engineering/probe/1",
             "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,
             "attention": spec.attention,
+            **({"fp16_scale": spec.fp16_scale} if spec.fp16_scale is not None else {}),
             "source": checkpoint.hashes,
             "package_sha256": content_hash["sha256"],
             "layout_check": layout,
