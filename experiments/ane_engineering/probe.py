@@ -6,8 +6,11 @@ Kinds: mlp | layer (one block of the BC1S model), encoder (embedding norm to fin
 part), baseline (the original B x L x C model exported the usual way, to show why it is a poor ANE target).
 Writes DIR/model.mlpackage, DIR/manifest.json, DIR/probe.json; refuses an existing DIR and builds atomically.
 Exit status: 0 passed, 1 a check failed (probe.json says which), 2 refused. The probe fails when the layout check
-fails or a static ANE rule reports an error: a program error (e.g. a weight that overflows FP16) always, an op
-predicted off the Neural Engine unless its type is given to --allow.
+fails or a static ANE rule reports an error: a program error (e.g. a weight that overflows FP16, or a pre-A16
+width-offset slice whose measured input can reach its cliff) always, an op predicted off the Neural Engine unless its
+type is given to --allow; and when the Neural Engine headroom measured on the golden inputs (body, encoder and
+embedding kinds: every op's largest |output| against the cliff it faces, run/mil/ane_cliffs.json, pre-A16) is below
+the gate of core/gates.py (HEADROOM_MIN), naming the op.
 """
 
 from __future__ import annotations
@@ -119,9 +122,20 @@ def main(argv=None) -> int:
     print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs {report['layout_check']['max_abs']:.3g} "
           f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "
           f"static ANE rules: {static['violations']} violation(s), {static['warnings']} warning(s); "
+          f"{_headroom_line(report['headroom'])}; "
           f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "
           f"(details in {args.output / PROBE_NAME})")
     return 0 if report["passed"] else 1
+
+
+def _headroom_line(headroom: dict) -> str:
+    if not headroom["measured"]:
+        return f"headroom not measured ({headroom['reason']})"
+    low = headroom["minimum"]
+    if headroom["minimum_headroom"] is None:
+        return "headroom unbounded"
+    return (f"minimum headroom {headroom['minimum_headroom']:.3g}x at {low['op']} ({low['type']}, {low['cliff']})"
+            + ("" if headroom["passed"] else " FAILS the headroom gate"))
 
 
 def check_arguments(args) -> None:

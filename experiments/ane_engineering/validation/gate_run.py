@@ -107,7 +107,10 @@ def _headroom_summary(gate: dict) -> dict:
             "op": low.get("op"), "type": low.get("type"), "cliff": low.get("cliff")}
 
 
-def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None) -> dict:
+def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None,
+                    measure_headroom: bool = True) -> dict:
+    """One bucket's records, repeats and (unless `measure_headroom` is False: a caller that measures it once
+    elsewhere) its headroom gate."""
     records, skipped, public = [], [], {}
     backend = agent.backends[length]
     for question in questions:
@@ -133,8 +136,9 @@ def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict,
             progress()
     evaluated_inputs = (agent.device_inputs(e.input_ids, e.token_types, e.marker_positions, length)
                         for e in (agent.encode(q) for q in questions) if e.num_tokens <= length)
-    headroom = headroom_gate(backend.headroom(({k: v.astype(np.float16) for k, v in i.items()}
-                                               for i in evaluated_inputs)))
+    headroom = (headroom_gate(backend.headroom(({k: v.astype(np.float16) for k, v in i.items()}
+                                                for i in evaluated_inputs)))
+                if measure_headroom else {"measured": False, "passed": None, "reason": "not asked for"})
     # Repeated calls: round-robin over the evaluated questions; every public output must be identical.
     mismatches = []
     evaluated = list(public)

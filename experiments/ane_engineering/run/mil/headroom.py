@@ -13,6 +13,8 @@ slices on pre-A16, the IEEE FP16 limit (finfo(float16).max) for every other outp
 below 1 the cliff fires on these inputs, and a headroom of h means every value of that op may grow h-fold before it
 does. An op whose values are all zero has unbounded headroom (null in JSON); a non-finite value gives headroom 0.
 An op run several times (inside a loop) counts its largest value over every run.
+A width-offset slice (pre-A16) also records the largest |value| of its whole input (`input_max_abs`): the static
+rule ANE-R30 (placement/rules/numerics.py) reads it from `width_offset_slices` of the report.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cliffs import DEFAULT_FAMILY, FP16_LIMIT, AneCliffs
+from .cliffs import DEFAULT_FAMILY, FP16_LIMIT, WIDTH_OFFSET_SLICE, AneCliffs
 from .numerics import FP32_ACCUMULATE
 
 TIGHTEST = 10  # how many of the tightest ops a report lists
@@ -39,6 +41,7 @@ class OpHeadroom:
     cliff_value: float
     max_abs: float
     block: str = ""
+    input_max_abs: float | None = None  # width-offset slices: the largest |value| of the sliced input
 
     @property
     def headroom(self) -> float:
@@ -51,7 +54,17 @@ class OpHeadroom:
         return {"op": self.op, "type": self.type, "output": self.output, "cliff": self.cliff,
                 "cliff_value": self.cliff_value, "max_abs": self.max_abs if math.isfinite(self.max_abs) else None,
                 "non_finite": not math.isfinite(self.max_abs),
-                "headroom": None if math.isinf(h) else h, **({"block": self.block} if self.block else {})}
+                "headroom": None if math.isinf(h) else h, **({"block": self.block} if self.block else {}),
+                **({} if self.input_max_abs is None else {"input_max_abs": _finite_or_none(self.input_max_abs)})}
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _peak(value: np.ndarray) -> float:
+    peak = float(np.max(np.abs(value)))  # inf for an inf, nan for a nan
+    return math.inf if math.isnan(peak) else peak
 
 
 class HeadroomTracker:
@@ -64,18 +77,22 @@ class HeadroomTracker:
 
     def __call__(self, node, args: dict, values: list) -> None:
         faced = self.cliffs.faced(node.op_type, args, len(values))
+        sliced = None
         for i, (value, cliff) in enumerate(zip(values, faced)):
             if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or not value.size:
                 continue
-            peak = float(np.max(np.abs(value)))  # inf for an inf, nan for a nan
-            peak = math.inf if math.isnan(peak) else peak
+            peak = _peak(value)
+            if cliff.op_class == WIDTH_OFFSET_SLICE and sliced is None:
+                sliced = _peak(np.asarray(args["x"]))
             key = (node.block, node.name, i)
             entry = self.entries.get(key)
             if entry is None:
-                self.entries[key] = OpHeadroom(node.name, node.op_type, node.output_names[i], cliff.name,
-                                               cliff.value, peak, node.block)
+                entry = self.entries[key] = OpHeadroom(node.name, node.op_type, node.output_names[i], cliff.name,
+                                                       cliff.value, peak, node.block)
             elif peak > entry.max_abs:
                 entry.max_abs = peak
+            if cliff.op_class == WIDTH_OFFSET_SLICE:
+                entry.input_max_abs = max(entry.input_max_abs or 0.0, sliced)
 
     def report(self, executor_mode: str) -> HeadroomReport:
         return HeadroomReport(self.cliffs.family, self.runs, sorted(self.entries.values(), key=lambda e: e.headroom),
@@ -115,6 +132,7 @@ class HeadroomReport:
             "minimum": None if minimum is None else minimum.to_json(),
             "tightest": [e.to_json() for e in self.tightest(top)],
             "by_cliff": self.by_cliff(),
+            "width_offset_slices": [e.to_json() for e in self.ops if e.input_max_abs is not None],
             "definition": "headroom = cliff / max |output| over the inputs; cliffs: "
                           f"{FP16_LIMIT} for every float output unless it is matmul-class or (pre-A16) a width-offset "
                           "slice (run/mil/cliffs.py, run/mil/ane_cliffs.json)",
