@@ -1,9 +1,9 @@
 """`probe --fp16-scale auto`: the smallest exponent K whose rescaled package (model/bc1s/stream_scale.py) gives every
 op the headroom gate's margin on the golden inputs, measured, not predicted.
 
-The golden inputs are the device inputs of what the golden reference of this kind is made from, at this bucket:
-the fixture questions that fit (kinds body and encoder) or the fixture texts that fit (kind embedding). Each
-candidate is converted and run by the mil executor with the cliffs off (run/mil/headroom.py, the chip family
+The golden inputs are every one of validation/headroom_inputs.py's for this kind and bucket (the fixture questions
+that fit for kinds body and encoder, the fixture texts that fit for kind embedding), not the probe's preview share:
+K is chosen on the set validation measures. Each candidate is converted and run by the mil executor with the cliffs off (run/mil/headroom.py, the chip family
 DEFAULT_FAMILY, the stricter), and its minimum headroom is compared with core/gates.py's HEADROOM_MIN. K = 0 is
 measured first (the "before" of the manifest); if it falls short, the next candidate is the K that would clear the
 margin if the tightest op scaled with the stream (ceil(log2(HEADROOM_MIN / minimum))), and every following one K + 1,
@@ -30,28 +30,6 @@ class ScaleChoiceError(HarnessError):
     """No exponent gives the package the headroom gate's margin."""
 
 
-def golden_inputs(checkpoint: Checkpoint, kind: str, length: int, layout: AttentionLayout) -> list[dict]:
-    """Device inputs (numpy, the package's input names) of the fixture items that fit the bucket."""
-    from ..package.inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
-    from ..package.inputs.questions import encode_question, load_questions
-
-    config, tensors, tokenizer = checkpoint.config, checkpoint.tensors, checkpoint.tokenizer
-    if kind == "embedding":
-        from ..package.inputs.texts import load_texts, token_ids
-
-        ids = [token_ids(tokenizer, text.text) for text in load_texts()]
-        return [embedding_inputs(config, tensors, i, length, layout) for i in ids if len(i) <= length]
-    if config.head is None:
-        raise ScaleChoiceError(f"--fp16-scale auto: kind {kind!r} of an encoder-only source measures headroom on the "
-                               "fixture questions, which need a decision head; export kind embedding, or give K")
-    encoded = [encode_question(tokenizer, config.head, q) for q in load_questions()]
-    fitting = [e for e in encoded if e.num_tokens <= length]
-    if kind == "body":
-        return [body_inputs(config, tensors, e.input_ids, e.token_types, e.marker_positions, length, layout)
-                for e in fitting]
-    return [encoder_inputs(config, tensors, e.input_ids, length, layout) for e in fitting]
-
-
 def _summary(report) -> dict:
     minimum = report.minimum
     return {"minimum_headroom": None if minimum is None or math.isinf(minimum.headroom) else minimum.headroom,
@@ -67,9 +45,13 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
     from ..core.gates import HEADROOM_MIN
     from ..run.mil.headroom import measure_headroom
 
-    inputs = golden_inputs(checkpoint, kind, length, layout)
-    if not inputs:
-        raise ScaleChoiceError(f"--fp16-scale auto: no fixture item fits the bucket of {length}; give K")
+    from ..validation.headroom_inputs import golden_inputs
+
+    inputs, about = golden_inputs(checkpoint, kind, length, layout)
+    if inputs is None:
+        raise ScaleChoiceError(f"--fp16-scale auto measures headroom on golden inputs, and here there are none "
+                               f"({about}); give K")
+    inputs = list(inputs)  # measured once per candidate K
     tried, reports = [], {}
     exponent = 0
     while True:
@@ -96,6 +78,6 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
         if exponent > MAX_EXPONENT:
             raise ScaleChoiceError(f"--fp16-scale auto: no K up to {MAX_EXPONENT} gives op {minimum.op!r} the headroom "
                                    f"{HEADROOM_MIN:g}")
-    record = {"target_headroom": HEADROOM_MIN, "ane_family": ane_family, "inputs_measured": len(inputs),
+    record = {"target_headroom": HEADROOM_MIN, "ane_family": ane_family, "golden_inputs": about,
               "tried": tried, "headroom_before": reports[0].to_json(), "headroom_after": reports[exponent].to_json()}
     return exponent, record, model
