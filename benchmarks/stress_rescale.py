@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tile", type=int, default=32, help="query tile of the windowed layout (default %(default)s)")
     parser.add_argument("--backends", type=comma_list("--backends", choices=BACKENDS), default=["mil-ane"],
                         help=f"validate backends, any of {','.join(BACKENDS)} (default: mil-ane)")
+    parser.add_argument("--questions", type=comma_list("--questions"),
+                        help="validate on these fixture question ids only (default: every one that fits)")
     parser.add_argument("--output", required=True, type=Path, help="evidence JSON (refused if it exists)")
     args = parser.parse_args(argv)
     output = check_output(args.output)
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
         evidence = stress_rescale_evidence(args.base, args.magnitude, parse_lengths(args.lengths), args.layouts,
                                            args.backends, Path(scratch), args.tile,
                                            progress=lambda line: print(line, file=sys.stderr, flush=True),
-                                           source=args.source)
+                                           source=args.source, question_ids=args.questions)
     write_evidence(output, evidence)
     print(f"wrote {output}")
     return 0

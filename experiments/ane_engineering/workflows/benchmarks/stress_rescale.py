@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...core.provenance import harness_fingerprint, machine, tool_versions
-from .steps import command_argv, run_command
+from .steps import BenchmarkError, command_argv, run_command
 
 FORMAT = "ane-engineering/evidence/stress-rescale/1"
 REASONS_KEPT = 3
@@ -55,10 +55,23 @@ def _package(source: Path, length: int, layout: str, tile: int | None, scale: st
 
 def stress_rescale_evidence(base: str, magnitude: float, lengths: list[int], layouts: list[str], backends: list[str],
                             scratch: Path, tile: int | None = None, progress: Callable[[str], None] = lambda line: None,
-                            source: str | None = None) -> dict:
+                            source: str | None = None, question_ids: list[str] | None = None) -> dict:
     """`source` None: build the stress source `base` at `magnitude`; else validate that source (e.g. builtin:tiny,
-    builtin:minilm-decision: the rescaling must leave a source without massive activations passing)."""
+    builtin:minilm-decision: the rescaling must leave a source without massive activations passing).
+    `question_ids`: validate on these questions of the committed fixture only (a shorter run at long buckets; the
+    headroom auto measures stays that of every golden input, validation/headroom_inputs.py)."""
     golden = scratch / "golden.json"
+    fixture = []
+    if question_ids:
+        from ...package.inputs.questions import FIXTURE_PATH
+
+        document = json.loads(FIXTURE_PATH.read_text(encoding="utf-8"))
+        known = {q["id"] for q in document["questions"]}
+        if set(question_ids) - known:
+            raise BenchmarkError(f"--questions: unknown id(s) {sorted(set(question_ids) - known)[:5]}")
+        document["questions"] = [q for q in document["questions"] if q["id"] in question_ids]
+        (scratch / "fixture.json").write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        fixture = ["--fixture", str(scratch / "fixture.json")]
     if source is None:
         source = scratch / "source"
         progress(f"building the stress source ({base}, |h| {magnitude:g}) and its margin fit ...")
@@ -68,7 +81,7 @@ def stress_rescale_evidence(base: str, magnitude: float, lengths: list[int], lay
     else:
         planted = {"massive_activation": None}
     progress("FP32 golden outputs ...")
-    run_command(command_argv("golden", "--source", str(source), "--output", str(golden)), "golden")
+    run_command(command_argv("golden", "--source", str(source), "--output", str(golden), *fixture), "golden")
     rows = []
     for length in lengths:
         for layout in layouts:
@@ -82,7 +95,8 @@ def stress_rescale_evidence(base: str, magnitude: float, lengths: list[int], lay
                     report_path = scratch / f"{name}-{backend}.json"
                     run_command(command_argv("validate", "--package", str(scratch / name), "--source", str(source),
                                              "--golden", str(golden), "--backend", backend, "--repeats", "2",
-                                             "--output", str(report_path)), f"validate {name} {backend}", ok=(0, 1))
+                                             "--output", str(report_path), *fixture), f"validate {name} {backend}",
+                                ok=(0, 1))
                     report = json.loads(report_path.read_text(encoding="utf-8"))
                     row["validation"][backend] = _validation_row(report, length)
                     progress(f"    passed {report['passed']}")
@@ -95,6 +109,7 @@ def stress_rescale_evidence(base: str, magnitude: float, lengths: list[int], lay
                           "massive_activation": planted["massive_activation"],
                           "margins_when_fitted": planted.get("margins_when_fitted"),
                           "source": json.loads(golden.read_text(encoding="utf-8")).get("source")},
+        "questions": question_ids or "every committed fixture question that fits",
         "runs": rows,
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }
