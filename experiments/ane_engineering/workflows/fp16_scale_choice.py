@@ -3,13 +3,17 @@ op the headroom gate's margin on the golden inputs, measured, not predicted.
 
 The golden inputs are every one of validation/headroom_inputs.py's for this kind and bucket (the fixture questions
 that fit for kinds body and encoder, the fixture texts that fit for kind embedding), not the probe's preview share:
-K is chosen on the set validation measures. Each candidate is converted and run by the mil executor with the cliffs off (run/mil/headroom.py, the chip family
-DEFAULT_FAMILY, the stricter), and its minimum headroom is compared with core/gates.py's HEADROOM_MIN. K = 0 is
-measured first (the "before" of the manifest); if it falls short, the next candidate is the K that would clear the
-margin if the tightest op scaled with the stream (ceil(log2(HEADROOM_MIN / minimum))), and every following one K + 1,
-until the margin is met ("after"), the epsilons refuse the exponent (stream_scale.scaled_epsilons) or MAX_EXPONENT
-is passed. An op that does not read the stream (an attention score, an MLP's hidden units) does not scale with K: if
-that is the tightest, no K helps and the probe refuses, naming it.
+K is chosen on the set validation measures. Each candidate is converted and run by the mil executor with the cliffs
+off (run/mil/headroom.py, the chip family DEFAULT_FAMILY, the stricter), and its minimum headroom is compared with
+core/gates.py's HEADROOM_MIN. K = 0 is measured first (the "before" of the manifest); if it falls short, the next
+candidate is the K that would clear the margin if the tightest op scaled with the stream
+(ceil(log2(HEADROOM_MIN / minimum))), then K + 1, and so on, until the margin is met ("after"), the epsilons refuse
+the exponent (stream_scale.scaled_epsilons) or MAX_EXPONENT is passed.
+
+The K found is the smallest: no op's output shrinks by more than 2^-K (the stream and what writes it shrink by exactly
+that, everything read through a norm not at all), so below the jump the tightest op of K = 0 stays under the margin;
+the K skipped are not measured. An op that does not read the stream (an attention score, an MLP's hidden units) does
+not move with K: when that is the tightest, no K helps and the probe refuses, naming it.
 """
 
 from __future__ import annotations
