@@ -101,6 +101,18 @@ def test_bc1s_export_model_carries_it_too(outlier, attention):
     _check_planted(_bc1s_states(outlier, ids, 192, attention), spec)
 
 
+def test_builtin_tiny_outlier_decision_margins(outlier):
+    """Its committed margin fit (builtin_tiny_outlier_fit.json) holds, re-measured with the FP32 reference, as
+    builtin:tiny's does: a decision the numerics flip is then not a random near-tie."""
+    from checkpoint_support import assert_margins_match_the_fit
+    from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
+
+    measured = decision_margins(outlier.config, outlier.tensors)
+    assert min(measured["min_decision_logit_gap"], measured["min_action_logit_gap"]) >= MIN_DECISION_MARGIN, measured
+    recorded = json.loads((outlier.directory / "builtin.json").read_text(encoding="utf-8"))["margins_when_fitted"]
+    assert_margins_match_the_fit(outlier.config, measured, recorded)
+
+
 def test_other_strengths_and_signs_are_built_from_the_config(tmp_path):
     section = {"magnitude": 40000.0, "dims": [5, 60], "onset_layer": 1, "signs": [1, -1]}
     meta = build_from_config({**BUILTINS["tiny"], MASSIVE_ACTIVATION_KEY: section}, tmp_path, "test", {})

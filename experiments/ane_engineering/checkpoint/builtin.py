@@ -11,7 +11,9 @@
   with a massive activation planted at the [CLS] position (builtin_outlier.py; the `massive_activation` section of
   their config.json says its magnitude, dims and onset layer). mmbert-outlier plants the published place, onset and
   magnitude; tiny-outlier the same magnitude in dims and an onset scaled to tiny's width and depth
-  (round(d * 128 / 768), round(11 * 6 / 22)). Other strengths: `python -m experiments.ane_engineering.stress_source`.
+  (round(d * 128 / 768), round(11 * 6 / 22)), and, like tiny, a committed margin fit of its two last decision maps
+  made for its planted weights (builtin_tiny_outlier_fit.json). Other strengths:
+  `python -m experiments.ane_engineering.stress_source` (margin-fitted when written).
 
 Directories are cached under $ANE_ENGINEERING_CACHE (default ~/.cache/ane-engineering) keyed by a fingerprint of
 the code that determines their bytes, written to a temporary sibling and renamed into place.
@@ -78,6 +80,8 @@ PUBLISHED_OUTLIER = {"magnitude": 14000.0, "dims": [468, 488, 530, 580, 614], "o
 TINY_OUTLIER = {**PUBLISHED_OUTLIER, "dims": [round(d * 128 / 768) for d in PUBLISHED_OUTLIER["dims"]],
                 "onset_layer": round(11 * 6 / 22),
                 "source": "the published mmBERT activation with dims and onset scaled to tiny's width and depth"}
+# Built-ins whose two last decision maps carry a committed margin fit (fit_margins.py writes them).
+FITS = {"tiny": FIT_PATH, "tiny-outlier": FIT_PATH.with_name("builtin_tiny_outlier_fit.json")}
 BUILTINS = {
     "tiny": _TINY,
     "mmbert-base-shape": _MMBERT,
@@ -130,27 +134,35 @@ def build_builtin(name: str, directory: Path) -> dict:
     if name not in BUILTINS:
         raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; this builder writes "
                                  f"{', '.join(f'builtin:{known}' for known in BUILTINS)}")
-    return build_from_config(BUILTINS[name], directory, f"builtin:{name}", {"name": name}, fit=name == "tiny")
+    return build_from_config(BUILTINS[name], directory, f"builtin:{name}", {"name": name}, fit=FITS.get(name))
 
 
-def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: bool = False, finish=None) -> dict:
-    """Write the seeded random checkpoint of config `raw` into `directory`, with the massive activation its
-    `massive_activation` section plants (if any) and, with `fit`, builtin:tiny's margin fit. `finish(config,
-    tensors) -> (tensors, record)`, if given, edits the tensors last (stress_source's margin fit); its record goes
-    into builtin.json."""
+def base_tensors(raw: dict, label: str) -> tuple:
+    """(config, tensors) of config `raw` before any margin fit: the seeded random draw with the massive activation its
+    `massive_activation` section plants (if any). What a margin fit is made for (fit_margins.py)."""
     config = parse_config(raw, label)
-    config_json = {**raw, "decision_head": head_config_to_json(config.head)}
     require_host_memory(config, label)
     tensors = random_tensors(config, BUILTIN_SEED)
-    meta = {**meta, "seed": BUILTIN_SEED}
-    if fit:
-        fitted = read_json(FIT_PATH, FIT_SCHEMA)
-        tensors = apply_fit(tensors, fitted)
-        meta.update(fit=FIT_PATH.name, margins_when_fitted=fitted["margins_when_fitted"])
     if MASSIVE_ACTIVATION_KEY in raw:
-        spec = planted_spec(raw, config, label)
-        tensors = plant_massive_activation(config, spec, tensors, CLS)
-        meta[MASSIVE_ACTIVATION_KEY] = spec
+        tensors = plant_massive_activation(config, planted_spec(raw, config, label), tensors, CLS)
+    return config, tensors
+
+
+def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: Path | None = None,
+                      finish=None) -> dict:
+    """Write the seeded random checkpoint of config `raw` into `directory`, with the massive activation its
+    `massive_activation` section plants (if any) and, with `fit`, a committed margin fit (builtin_fit.py) made for
+    those weights. `finish(config, tensors) -> (tensors, record)`, if given, edits the tensors last (stress_source's
+    margin fit); its record goes into builtin.json."""
+    config, tensors = base_tensors(raw, label)
+    config_json = {**raw, "decision_head": head_config_to_json(config.head)}
+    meta = {**meta, "seed": BUILTIN_SEED}
+    if MASSIVE_ACTIVATION_KEY in raw:
+        meta[MASSIVE_ACTIVATION_KEY] = planted_spec(raw, config, label)
+    if fit is not None:
+        fitted = read_json(fit, FIT_SCHEMA)
+        tensors = apply_fit(tensors, fitted)
+        meta.update(fit=fit.name, margins_when_fitted=fitted["margins_when_fitted"])
     if finish is not None:
         tensors, record = finish(config, tensors)
         meta.update(record)
@@ -165,8 +177,8 @@ def builder_fingerprint(name: str) -> str:
                                 "tensors.py", "tokenizer.py")]
     if MASSIVE_ACTIVATION_KEY in BUILTINS[name]:
         files.append(here / "builtin_outlier.py")
-    if name == "tiny":
-        files += [here / "builtin_fit.py", FIT_PATH]
+    if name in FITS:
+        files += [here / "builtin_fit.py", FITS[name]]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
