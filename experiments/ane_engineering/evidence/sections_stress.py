@@ -18,6 +18,13 @@ def _headroom(ev: Evidence, *path) -> str:
     return f"{ev.fig(*path, 'headroom', fmt='.3g')} (`{ev.value(*path, 'op')}`, {ev.value(*path, 'type')})"
 
 
+def _validation_headroom(ev: Evidence, *path) -> str:
+    record = ev.value(*path, "headroom")
+    if not record or record.get("minimum_headroom") is None:
+        return "-"
+    return f"{ev.fig(*path, 'headroom', 'minimum_headroom', fmt='.3g')} (`{record['op']}`, {record['type']})"
+
+
 def _file_section(ev: Evidence) -> list[str]:
     from .report import harness_label, link
 
@@ -33,8 +40,8 @@ def _file_section(ev: Evidence) -> list[str]:
               f"{ev.fig('stress_source', 'margins_when_fitted', 'min_decision_logit_gap', fmt='.2f')}). "
               f"Evidence {link(ev)}, {harness_label(ev)}."), "",
              ("| bucket | layout | --fp16-scale | K | headroom before (op) | headroom after (op) | backend | passed | "
-              "questions passed | max calibrated error | max option-logit error | first reason |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "validation headroom (op) | questions passed | max calibrated error | max option-logit error | first reason |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, row in enumerate(ev.value("runs")):
         k = ev.fig("runs", i, "exponent", fmt="d") if "exponent" in row else "-"
         before = _headroom(ev, "runs", i, "headroom_before") if "headroom_before" in row else "-"
@@ -46,6 +53,7 @@ def _file_section(ev: Evidence) -> list[str]:
             lines.append(
                 f"| {ev.fig('runs', i, 'length', fmt='d')} | {row['layout']} | {row['fp16_scale']} | {k} | {before} | "
                 f"{after} | {backend} | {'yes' if ev.value(*v, 'passed') else 'no'} | "
+                f"{_validation_headroom(ev, *v)} | "
                 f"{ev.fig(*v, 'passed_questions', fmt='d')} / {ev.fig(*v, 'evaluated', fmt='d')} | "
                 f"{ev.fig(*v, 'max_calibrated_error', fmt='num5')} | {ev.fig(*v, 'max_option_logit_error', fmt='num5')} | "
                 + (f"`{reason}`" if reason else "") + " |")
@@ -61,7 +69,7 @@ def section_stress(ledger: Ledger, root: Path) -> list[str]:
               "projection, a matmul-class op, so it meets the Neural Engine's matmul cliff; the headroom is the "
               "mil executor's measurement on the golden questions (`run/mil/headroom.py`, pre-A16 cliffs), the "
               "validation that of `validate --backend ...` against the FP32 golden; `--fp16-scale auto` is the exact "
-              "rescaling of ANE_MATH.md section 17 with the K it chose. Without rescaling the package must fail "
+              "rescaling argued in ANE_MATH.md (its FP16 rescaling section) with the K it chose. Without rescaling the package must fail "
               "closed; rescaled, it must pass every gate with headroom at least the gate's margin."), ""]
     for path in files:
         lines += _file_section(ledger.open(path))
