@@ -79,6 +79,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     )
 
     lines += section_real_weights(ledger, root, reproduce_root, root / "fp16_range_mmbert_base_shape.json")
+    from .sections_stress import section_stress  # benchmarks/evidence/stress_rescale_*.json, when present
+
+    lines += section_stress(ledger, root)
     text, figures = ledger.finish("\n".join(lines).rstrip() + "\n")
     return Rendered(text, figures)
 

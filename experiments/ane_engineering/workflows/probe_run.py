@@ -83,22 +83,35 @@ def placement_report(package: Path, require_ane: bool, allow: set[str], measured
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
               require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
-              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE) -> dict:
+              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE, fp16_scale: int | str | None = None) -> dict:
     """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails.
-    `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket)."""
-    progress = Progress("probe", 7, show_progress)
+    `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket).
+    `fp16_scale`: None (no rescaling), an exponent K, or "auto" (fp16_scale_choice.py picks K by measured headroom)."""
+    progress = Progress("probe", 8 if fp16_scale == "auto" else 7, show_progress)
     with staged_directory(output) as staging:
         progress(f"building the {kind} module at length {length} from {checkpoint.source} (attention {attention})")
         chosen = requested_layout(attention, tile)
         model, choice = None, {"requested": attention}
         rss_before = peak_rss_bytes()
         started = time.perf_counter()
+        exponent = None if fp16_scale == "auto" else fp16_scale
         if chosen is None:  # auto: convert both layouts and keep the one predicted faster
             chosen, choice, model = choose_layout(
                 checkpoint, kind, length, tile,
-                build=lambda layout: build_export_spec(checkpoint, kind, length, layer_index, lora, layout),
+                build=lambda layout: build_export_spec(checkpoint, kind, length, layer_index, lora, layout, exponent),
                 convert=convert)
-        spec = build_export_spec(checkpoint, kind, length, layer_index, lora, chosen)
+        scale_choice = None
+        if fp16_scale == "auto":  # convert at increasing K until the measured headroom clears the gate's margin
+            from .fp16_scale_choice import choose_exponent
+
+            progress("choosing --fp16-scale by measured headroom on the golden inputs")
+            exponent, scale_choice, model = choose_exponent(
+                checkpoint, kind, length, chosen,
+                build=lambda k: build_export_spec(checkpoint, kind, length, layer_index, lora, chosen, k),
+                convert=convert)
+        spec = build_export_spec(checkpoint, kind, length, layer_index, lora, chosen, exponent)
+        if scale_choice is not None:
+            spec.fp16_scale = {**spec.fp16_scale, "requested": "auto", "choice": scale_choice}
         if spec.attention is not None:
             spec.attention = {**spec.attention, "choice": choice}
         progress("layout check: BC1S vs reference in FP32")
@@ -128,6 +141,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
             "format": "ane-engineering/probe/1",
             "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,
             "attention": spec.attention,
+            **({"fp16_scale": spec.fp16_scale} if spec.fp16_scale is not None else {}),
             "source": checkpoint.hashes,
             "package_sha256": content_hash["sha256"],
             "layout_check": layout,
