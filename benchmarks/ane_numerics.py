@@ -34,11 +34,16 @@ def main(argv=None) -> int:
                         "bucket, evenly spaced (default: every one that fits)")
     parser.add_argument("--strict-questions", type=integer("--strict-questions", 0), default=0,
                         help="questions per run for mil-fp16-strict (default 0: not run; it is slow)")
+    parser.add_argument("--fp16-scale", action="append", dest="fp16_scales",
+                        help="also export with probe --fp16-scale VALUE (auto or an exponent K; repeat); 'none' is the "
+                             "unscaled package (default: none only)")
     parser.add_argument("--output", required=True, type=Path, help="evidence JSON (refused if it exists)")
     args = parser.parse_args(argv)
     output = check_output(args.output)
+    scales = tuple(None if v == "none" else (v if v == "auto" else int(v)) for v in (args.fp16_scales or ["none"]))
     evidence = ane_numerics_evidence(args.source, args.length, args.layout or ["dense"], args.questions,
-                                     args.strict_questions, progress=lambda line: print(line, flush=True))
+                                     args.strict_questions, progress=lambda line: print(line, flush=True),
+                                     fp16_scales=scales)
     write_evidence(output, evidence)
     print(summary(evidence))
     return 0

@@ -16,10 +16,18 @@ def _op(ev: Evidence, *path) -> str:
     return f"`{ev.value(*path, 'op')}` ({ev.value(*path, 'type')}, {ev.value(*path, 'cliff')})"
 
 
+def _scale(ev: Evidence, i: int) -> str:
+    run = ev.value("runs", i)
+    if run.get("fp16_scale", "none") == "none":
+        return "none"
+    k = ev.fig("runs", i, "exponent", fmt="d") if run.get("exponent") is not None else "-"
+    return f"{run['fp16_scale']} ({k})"
+
+
 def _headroom_rows(ev: Evidence) -> list[str]:
-    lines = ["| bucket | layout | questions | minimum headroom | tightest op (type, cliff) | its max abs value | "
-             "tightest matmul-class op | tightest width-offset slice | ops measured | gate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| bucket | layout | --fp16-scale (K) | questions | minimum headroom | tightest op (type, cliff) | its max "
+             "abs value | tightest matmul-class op | tightest width-offset slice | ops measured | gate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, run in enumerate(ev.value("runs")):
         h = ("runs", i, "headroom")
         by_cliff = ev.value(*h, "by_cliff")
@@ -30,7 +38,7 @@ def _headroom_rows(ev: Evidence) -> list[str]:
             at = (*h, "by_cliff", cliff, "minimum")
             return f"{ev.fig(*at, 'headroom', fmt='.3g')} (`{ev.value(*at, 'op')}`)"
 
-        lines.append(f"| {ev.fig('runs', i, 'length', fmt='d')} | {run['layout']} | "
+        lines.append(f"| {ev.fig('runs', i, 'length', fmt='d')} | {run['layout']} | {_scale(ev, i)} | "
                      f"{ev.fig(*h, 'inputs_measured', fmt='d')} | {ev.fig(*h, 'minimum_headroom', fmt='.3g')} | "
                      f"{_op(ev, *h, 'minimum')} | {ev.fig(*h, 'minimum', 'max_abs', fmt='.5g')} | "
                      f"{tightest('matmul_output')} | {tightest('width_offset_slice')} | "
@@ -39,15 +47,16 @@ def _headroom_rows(ev: Evidence) -> list[str]:
 
 
 def _error_rows(ev: Evidence) -> list[str]:
-    lines = ["| bucket | layout | backend | passed / evaluated | max calibrated error | max action-probability "
-             "error | max option-logit error | max action-logit error | questions where a cliff fired | first cliff |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| bucket | layout | --fp16-scale (K) | backend | passed / evaluated | max calibrated error | max "
+             "action-probability error | max option-logit error | max action-logit error | questions where a cliff "
+             "fired | first cliff |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, run in enumerate(ev.value("runs")):
         for backend in run["backends"]:
             b = ("runs", i, "backends", backend)
             first = ev.value(*b, "first_ane_cliff")
             cliff = "-" if first is None else f"`{first['op']}` ({first['type']}, {first['cliff']})"
-            lines.append(f"| {ev.fig('runs', i, 'length', fmt='d')} | {run['layout']} | {backend} | "
+            lines.append(f"| {ev.fig('runs', i, 'length', fmt='d')} | {run['layout']} | {_scale(ev, i)} | {backend} | "
                          f"{ev.fig(*b, 'passed_questions', fmt='d')} / {ev.fig(*b, 'evaluated', fmt='d')} | "
                          f"{ev.fig(*b, 'max_calibrated_error', fmt='num5')} | "
                          f"{ev.fig(*b, 'max_action_probability_error', fmt='num5')} | "

@@ -8,7 +8,9 @@ directory; the probe's own headroom preview is kept), then the golden questions 
 `reference_decisions`, the golden file's maker): calibrated-probability, action-probability and logit errors, the
 gates' verdict, the headroom of every op over those questions against the pre-A16 cliffs (mil backend) and, under
 mil-ane, the first op where a cliff fired. fp16-strict costs O(K) numpy calls per dot product: it runs on
-`strict_questions` questions only (0: not run), and the evidence says how many.
+`strict_questions` questions of the smallest bucket only (0: not run), and the evidence says how many. With
+`fp16_scales` each (bucket, layout) is also exported with `probe --fp16-scale` (the exact rescaling of the residual
+stream), so a run with and one without rescaling sit side by side.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def _bucket(agent, length: int, questions, golden_by_id: dict, headroom: bool) -
 
 def ane_numerics_evidence(source: str, lengths: list[int], layouts: list[str], questions: int | None,
                           strict_questions: int, probe_options: dict | None = None,
-                          progress: Callable[[str], None] = lambda line: None) -> dict:
+                          progress: Callable[[str], None] = lambda line: None,
+                          fp16_scales: tuple = (None,)) -> dict:
+    """`fp16_scales`: the probe's --fp16-scale per run (None: no rescaling; "auto" or an exponent K)."""
     from ...checkpoint import load_checkpoint
     from ...package.inputs.questions import fixture_sha256, load_questions
     from ...run.agent import ANEAgent
@@ -74,29 +78,32 @@ def ane_numerics_evidence(source: str, lengths: list[int], layouts: list[str], q
     golden_by_id = {r["question_id"]: r for r in reference_decisions(checkpoint, list(needed.values()))}
     runs = []
     with tempfile.TemporaryDirectory(prefix="ane-numerics-") as scratch:
-        for length in lengths:
-            for layout in layouts:
-                directory = Path(scratch) / f"body-{length}-{layout}"
-                progress(f"L{length} {layout}: probe")
-                probe = run_probe(checkpoint, "body", length, directory, show_progress=False, attention=layout,
-                                  **(probe_options or {}))
-                run = {"length": length, "layout": layout, "package_sha256": probe["package_sha256"],
-                       "attention": probe["attention"], "probe_passed": probe["passed"],
-                       "probe_headroom": probe["headroom"], "questions": [q.id for q in chosen[length]],
-                       "backends": {}}
-                for backend in BACKENDS:
-                    progress(f"L{length} {layout}: {backend} on {len(chosen[length])} questions")
-                    agent = ANEAgent([directory], checkpoint, backend)
-                    run["backends"][backend] = _bucket(agent, length, chosen[length], golden_by_id,
-                                                       headroom=backend == "mil")
-                if strict_questions:
-                    sample = _spaced(chosen[length], strict_questions)
-                    progress(f"L{length} {layout}: {STRICT} on {len(sample)} questions")
-                    agent = ANEAgent([directory], checkpoint, STRICT)
-                    run["backends"][STRICT] = {**_bucket(agent, length, sample, golden_by_id, headroom=False),
-                                               "questions": [q.id for q in sample]}
-                run["headroom"] = run["backends"]["mil"].pop("headroom")
-                runs.append(run)
+        for length, layout, scale in ((n, a, k) for n in lengths for a in layouts for k in fp16_scales):
+            directory = Path(scratch) / f"body-{length}-{layout}-{scale}"
+            progress(f"L{length} {layout} fp16-scale {scale}: probe")
+            options = {**(probe_options or {}), **({} if scale is None else {"fp16_scale": scale})}
+            probe = run_probe(checkpoint, "body", length, directory, show_progress=False, attention=layout,
+                              **options)
+            scaled = probe.get("fp16_scale")
+            run = {"length": length, "layout": layout, "fp16_scale": "none" if scale is None else str(scale),
+                   "exponent": None if scaled is None else scaled.get("exponent"),
+                   "package_sha256": probe["package_sha256"],
+                   "attention": probe["attention"], "probe_passed": probe["passed"],
+                   "probe_headroom": probe["headroom"], "questions": [q.id for q in chosen[length]],
+                   "backends": {}}
+            for backend in BACKENDS:
+                progress(f"L{length} {layout}: {backend} on {len(chosen[length])} questions")
+                agent = ANEAgent([directory], checkpoint, backend)
+                run["backends"][backend] = _bucket(agent, length, chosen[length], golden_by_id,
+                                                   headroom=backend == "mil")
+            if strict_questions and length == min(lengths):  # the smallest bucket only: it is the slow one
+                sample = _spaced(chosen[length], strict_questions)
+                progress(f"L{length} {layout}: {STRICT} on {len(sample)} questions")
+                agent = ANEAgent([directory], checkpoint, STRICT)
+                run["backends"][STRICT] = {**_bucket(agent, length, sample, golden_by_id, headroom=False),
+                                           "questions": [q.id for q in sample]}
+            run["headroom"] = run["backends"]["mil"].pop("headroom")
+            runs.append(run)
     return {
         "format": FORMAT,
         "benchmark": "Neural Engine headroom per bucket and layout, and decision errors under mil (fp32-accumulate), "
@@ -109,8 +116,8 @@ def ane_numerics_evidence(source: str, lengths: list[int], layouts: list[str], q
         "question_selection": "the fixture questions that fit the bucket, evenly spaced in fixture order when more "
                               "than questions_per_bucket fit",
         "strict_questions": strict_questions,
-        "strict_note": (f"{STRICT} ran on {strict_questions} question(s) per run (its sequential fp16 sums make one "
-                        "call take minutes at these sizes)" if strict_questions else
+        "strict_note": (f"{STRICT} ran on {strict_questions} question(s) per run of the smallest bucket (its "
+                        "sequential fp16 sums make one call take minutes at these sizes)" if strict_questions else
                         f"{STRICT} not run for this source (its sequential fp16 sums make one call take hours at "
                         "these sizes)"),
         "probe_options": probe_options or {},
