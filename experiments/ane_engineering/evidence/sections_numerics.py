@@ -69,8 +69,8 @@ def _error_rows(ev: Evidence) -> list[str]:
 def _file_section(ev: Evidence) -> list[str]:
     from .report import harness_label, link
 
-    selection = ("every golden question that fits the bucket" if ev.value("questions_per_bucket") is None else
-                 f"at most {ev.fig('questions_per_bucket', fmt='d')} golden questions per bucket, evenly spaced")
+    selection = ("Every golden question that fits the bucket" if ev.value("questions_per_bucket") is None else
+                 f"At most {ev.fig('questions_per_bucket', fmt='d')} golden questions per bucket, evenly spaced")
     return [f"### `{ev.value('source', 'source')}`", "",
             (f"{selection}; " + (f"mil-fp16-strict on {ev.fig('strict_questions', fmt='d')} of them per run (its "
                                   "sequential FP16 sums take minutes per call)" if ev.value('strict_questions') else
