@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.errors import HarnessError
 from ...core.json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, open_object, read_json
 from .ops.common import as_axis, as_bools, as_int, as_ints
 
@@ -69,7 +70,7 @@ SCHEMA = open_object({"format": {"const": "ane-engineering/ane-cliffs/1"}, "abou
                       "cliffs": {"type": "object", "minProperties": 1, "additionalProperties": _CLIFF}})
 
 
-class CliffError(ValueError):
+class CliffError(HarnessError):
     """An unknown chip family or a cliff table that does not say what this module needs."""
 
 
