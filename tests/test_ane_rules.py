@@ -301,6 +301,24 @@ def trigger_baked_weights():
     return prog, None
 
 
+def trigger_slice_cliff():
+    """A width-offset slice of the residual stream (as the windowed layout cuts tiles along S), measured on inputs
+    whose |values| reach 2/3 of the pre-A16 slice cliff: times the headroom gate they can pass it."""
+    from experiments.ane_engineering.package.mil.load import LoadedProgram
+    from experiments.ane_engineering.run.mil.cliffs import AneCliffs
+    from experiments.ane_engineering.run.mil.headroom import measure_headroom
+
+    @program()
+    def prog(x):
+        return mb.slice_by_index(x=mb.add(x=x, y=x), begin=[0, 0, 0, 16], end=[1, C, 1, L], name="tile")
+
+    cliff = AneCliffs("pre-a16").by_class["width-offset-slice"].value
+    x = np.zeros((1, C, 1, L), np.float16)
+    x[0, 3, 0, 20] = cliff / 3  # the added stream holds 2/3 of the cliff (past the gate, short of the cliff)
+    headroom = measure_headroom(LoadedProgram.built(prog, OPSET.name, path="<trigger>"), [{"x": x}], "pre-a16")
+    return prog, None, {"headroom": headroom.to_json()}
+
+
 TRIGGERS = {
     "ANE-R01-rank": trigger_rank,
     "ANE-R02-bc1s-form": trigger_bc1s_form,
@@ -329,6 +347,7 @@ TRIGGERS = {
     "ANE-R25-exact-gelu": trigger_exact_gelu,
     "ANE-R26-concat": trigger_concat,
     "ANE-R27-baked-weights": trigger_baked_weights,
+    "ANE-R32-slice-cliff": trigger_slice_cliff,
 }
 
 APPLICABLE = [rule for rule in CATALOGUE if rule.applicable]
@@ -376,8 +395,8 @@ CONVERTED_TRIGGERS = {"ANE-R05-range-input", "ANE-R06-enumerated-input"}  # torc
 @pytest.mark.parametrize("rule", [pytest.param(rule, marks=pytest.mark.slow) if rule.id in CONVERTED_TRIGGERS else rule
                                   for rule in APPLICABLE], ids=lambda r: r.id)
 def test_rule_fires_on_its_trigger(rule):
-    prog, spec = TRIGGERS[rule.id]()
-    report = check_program(prog, spec)
+    prog, spec, *measured = TRIGGERS[rule.id]()  # a rule that needs a measurement gets one (numerics.py)
+    report = check_program(prog, spec, measured=measured[0] if measured else None)
     found = findings_of(report, rule.id)
     assert found, f"{rule.id} did not fire; findings: {report['findings_by_rule']}"
     assert all(f["severity"] == rule.severity for f in found)
@@ -572,3 +591,39 @@ def test_original_layout_model_has_violations():
     assert report["predicted_ane_fraction"] < 0.5
     passed, reasons = require_ane_gate(report, set())
     assert not passed and reasons
+
+
+def test_the_slice_cliff_rule_reads_the_measurement_and_is_not_a_placement_prediction():
+    from experiments.ane_engineering.placement.static_check import program_errors
+
+    prog, spec, measured = trigger_slice_cliff()
+    report = check_program(prog, spec, measured=measured)
+    (found,) = findings_of(report, "ANE-R32-slice-cliff")
+    assert found["op"] == "tile" and "tile" not in report["predicted_off_ane"]
+    assert found in program_errors(report)  # it fails the probe as a program error
+    assert not findings_of(check_program(prog, spec), "ANE-R32-slice-cliff")  # nothing measured: nothing found
+    small = json.loads(json.dumps(measured))
+    for entry in small["headroom"]["width_offset_slices"]:
+        entry["input_max_abs"] = entry["cliff_value"] / 4  # at the gate's margin and below: silent
+    assert not findings_of(check_program(prog, spec, measured=small), "ANE-R32-slice-cliff")
+
+
+@pytest.mark.slow
+def test_windowed_slices_of_the_stress_source_read_projections_not_the_stream(tmp_path):
+    """The windowed layout cuts K/V windows at nonzero offsets along S (pre-A16 width-offset slices); on the stress
+    source at the published magnitude (tiny-outlier: the massive activation in the residual stream) they read the
+    normalised projections, so the measured slice inputs stay far inside the slice cliff and ANE-R32 is silent,
+    while the op facing the massive activation is the projection that writes it."""
+    from experiments.ane_engineering.checkpoint import load_checkpoint
+    from experiments.ane_engineering.core.gates import HEADROOM_MIN
+    from experiments.ane_engineering.workflows.probe_run import run_probe
+
+    checkpoint = load_checkpoint("builtin:tiny-outlier")
+    magnitude = checkpoint.raw_config["massive_activation"]["magnitude"]
+    report = run_probe(checkpoint, "body", 96, tmp_path / "windowed", show_progress=False, attention="windowed")
+    headroom = report["headroom"]
+    slices = headroom["width_offset_slices"]
+    assert slices and all(s["input_max_abs"] * HEADROOM_MIN <= s["cliff_value"] for s in slices)
+    assert not findings_of(report["placement"]["static"], "ANE-R32-slice-cliff")
+    assert headroom["minimum"]["cliff"] == "matmul_output" and headroom["minimum"]["max_abs"] >= 0.99 * magnitude
+    assert max(s["input_max_abs"] for s in slices) * 100 < magnitude

@@ -1,6 +1,6 @@
 """The real all-MiniLM-L6-v2 weights through the chain: encode (reference, bc1s, mil), the encoder export, the FP16
 epsilon of BERT's LayerNorms, the decision source on the real encoder (margins, layout), and the FP16 range
-analysis on trained weights (layer-norm squares, outlier channels)."""
+analysis on trained weights (outlier channels, headroom to the cliffs)."""
 
 from __future__ import annotations
 
@@ -100,16 +100,18 @@ def test_minilm_decision_body_layout_check(minilm_decision):
     assert result["passed"] and 0 < result["max_abs"] <= result["tolerance"]
 
 
-def test_fp16_range_on_real_weights_finds_outlier_channels_and_near_layer_norm_squares(minilm_decision):
+def test_fp16_range_on_real_weights_finds_outlier_channels_and_no_cliff(minilm_decision):
     from experiments.ane_engineering.evidence.fp16_range import OUTLIER_RATIO, range_report
 
     report = range_report(minilm_decision, lengths=(96,), limit_per_bucket={96: 6})
     groups = report["groups"]
     assert groups["encoder.mlp_norm.input"]["max_top_to_median"] > OUTLIER_RATIO
     assert groups["encoder.mlp_norm.input"]["outlier_channels"]
-    # the trained residual sums are large: their squared deviation inside the layer norm nears the FP16 maximum
-    assert any(name.endswith("mlp_norm.input") for name in report["needs_clamp"])
-    assert all(entry["hazard"] == "layer-norm squared deviation" for entry in report["clamp"])
+    # the trained residual sums are large: an FP16 square of their deviation inside the layer norm would near the
+    # FP16 maximum (recorded for information), but that is no verdict: the stream itself is far below every cliff
+    norms = [e for n, e in report["sites"].items() if n.endswith("mlp_norm.input")]
+    assert any(e["norm"]["variance_verdict"] != "ok" for e in norms) and all(e["verdict"] == "ok" for e in norms)
+    assert not any(name.endswith("mlp_norm.input") for name in report["needs_clamp"])
     assert groups["embedding_norm.input"]["min_variance_valid"] > 2.0 ** -14  # a normal FP16 number
 
 

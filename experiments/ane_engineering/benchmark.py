@@ -27,7 +27,7 @@ from .core.arguments import integer
 from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.cli import UsageError, atomic_file, run_main
 from .core.provenance import backend_record, portable_path
-from .run.backends import BACKEND_CHOICES
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .core.staging import check_output
 
 
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vs", type=Path, help="second package of the same bucket (e.g. the other attention layout), timed "
                                                    "interleaved call by call")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
+    add_ane_family_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
     return parser
 
@@ -57,6 +58,10 @@ def main(argv=None) -> int:
     from .package.manifest import read_manifest
 
     args = build_parser().parse_args(argv)
+    try:
+        args.backend = backend_name(args.backend, args.ane_family)
+    except BackendError as error:
+        raise UsageError(str(error)) from None
     check_output(args.output, [args.package, args.vs, local_source_directory(args.source)])
     if args.vs is not None and args.vs.resolve() == args.package.resolve():
         raise UsageError("--vs names the --package itself; pairing a package with itself compares nothing")

@@ -2,8 +2,9 @@
 
 Writes a float32 .npy of shape (tokens, hidden) for the valid tokens only. Backends: `reference` (the original
 B x L x C FP32 model, no padding), `bc1s` (the BC1S export model in FP32 at a bucket length, with padding), and
-`mil` / `coreml` (an exported `encoder`-kind package given with --package, run by the project's FP16 MIL executor
-or by Core ML on macOS; the host prepares its inputs from the ids exactly as the runtime does). Compare the outputs
+`mil` / `mil-ane` / `coreml` (an exported `encoder`-kind package given with --package, run by the project's FP16 MIL
+executor -- mil-ane: with the Neural Engine's published cliffs of --ane-family, see run/mil/cliffs.py -- or by Core ML
+on macOS; the host prepares its inputs from the ids exactly as the runtime does). Compare the outputs
 of several backends, or with transformers' ModernBertModel, on your own checkpoint.
 """
 
@@ -24,9 +25,10 @@ from .checkpoint.source import add_source_argument, local_source_directory
 from .checkpoint.tokenizer import content_ids
 from .core.cli import UsageError, atomic_file, run_main
 from .core.staging import check_output
+from .run.backends import BackendError, add_ane_family_argument, backend_name
 
-BACKENDS = ("reference", "bc1s", "mil", "coreml")
-PACKAGE_BACKENDS = ("mil", "coreml")
+BACKENDS = ("reference", "bc1s", "mil", "mil-ane", "coreml")
+PACKAGE_BACKENDS = ("mil", "mil-ane", "coreml")
 
 
 def parse_ids(text: str) -> list[int]:
@@ -88,7 +90,10 @@ def encode_package(checkpoint, input_ids: list[int], backend: str, package, adap
     inputs.update(adapter_inputs(checkpoint, manifest, adapter))
     hidden = runner.predict({k: v.astype(np.float16) for k, v in inputs.items()})["hidden_states"]  # (1, C, 1, L)
     valid = np.asarray(hidden, dtype=np.float32)[0, :, 0, :len(input_ids)].T.copy()  # (n, C)
-    require_finite(valid, f"{package}: hidden states")  # FP16 overflow must not become a file of NaN
+    cliff = runner.last_cliff()  # mil-ane: the first op where a Neural Engine cliff fired
+    where = "" if cliff is None else (f" (first Neural Engine cliff at op {cliff['op']!r} ({cliff['type']}): "
+                                      f"{cliff['cliff']} fired on {cliff['value']:g})")
+    require_finite(valid, f"{package}: hidden states{where}")  # FP16 overflow must not become a file of NaN
     return valid
 
 
@@ -103,7 +108,7 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
     if len(input_ids) > enc.max_position_embeddings:
         raise UsageError(f"{len(input_ids)} tokens: {checkpoint.source} takes at most {enc.max_position_embeddings} "
                          "(max_position_embeddings); inputs are never truncated")
-    if backend in ("mil", "coreml"):
+    if backend.split("-")[0] in ("mil", "coreml"):  # mil, mil-ane(-family), coreml
         return encode_package(checkpoint, input_ids, backend, package, adapter)
     n = len(input_ids)
     with torch.no_grad():
@@ -139,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION, "a bucket length is a tensor axis of "
                                                  f"the export; Core ML loads none above {MAX_DIMENSION}"),
                         help="bucket length for --backend bc1s (default: smallest of %s that fits)" % (BUCKET_LENGTHS,))
-    parser.add_argument("--package", type=Path, help="encoder-kind probe output for --backend mil|coreml")
+    add_ane_family_argument(parser)
+    parser.add_argument("--package", type=Path, help="encoder-kind probe output for --backend mil|mil-ane|coreml")
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for an encoder package exported "
                         "with --lora-rank (default: the zero adapter, i.e. the base model)")
     parser.add_argument("--output", required=True, help="new .npy file (refused if it exists)")
@@ -155,9 +161,13 @@ def main(argv=None) -> int:
             "package": f"by --backend {args.backend} (only mil and coreml run a package)",
             "adapter": f"by --backend {args.backend} (only a LoRA package run by mil or coreml takes one)"}),
     })
+    try:
+        backend = backend_name(args.backend, args.ane_family)
+    except BackendError as error:
+        raise UsageError(str(error)) from None
     check_output(args.output, [args.package, args.adapter, local_source_directory(args.source)])
     checkpoint = load_checkpoint(args.source)
-    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), args.backend, args.length, args.package,
+    hidden = encode(checkpoint, input_ids_for(checkpoint, args.text, args.ids), backend, args.length, args.package,
                     args.adapter)
     with atomic_file(args.output) as temporary:
         with open(temporary, "wb") as handle:

@@ -16,6 +16,12 @@
                          as a 0-d array, its probabilities as a structured array with fields class, probability; an
                          image output as an H x W x C uint8 RGB picture). Several input files (or a directory): a
                          new directory with <input stem>.npz for each, published only when every run succeeded
+    --mode ane [--ane-family pre-a16|a16]
+                         fp32-accumulate arithmetic plus the Neural Engine's published numeric cliffs of that chip
+                         family (run/mil/ane_cliffs.json, default pre-a16, the stricter): a matmul-class output above
+                         the matmul cliff and (pre-A16) a width-offset slice's values above the slice cliff become
+                         +/-inf. The command then prints, per run, one line `ane_cliff: {...}` (JSON) naming the first op
+                         where a cliff fired (op, type, output, cliff, value), or `ane_cliff: null`
     --max-loop-iterations N
                          while_loop iterations one run may take, every loop counted (default: core/limits.py
                          MAX_LOOP_ITERATIONS); a program that loops longer is refused, naming the loop
@@ -44,7 +50,8 @@ from .core.arguments import refuse_unused
 from .core.cli import UsageError, atomic_file, run_main
 from .core.limits import MAX_LOOP_ITERATIONS
 from .core.staging import check_output, staged_directory
-from .run.mil.numerics import FP32_ACCUMULATE, MODES
+from .run.mil.cliffs import DEFAULT_FAMILY, FAMILIES
+from .run.mil.numerics import ANE, FP32_ACCUMULATE, MODES
 from .run.mil.predict_shim import install_coremltools_predict, uninstall_coremltools_predict  # noqa: F401 - the API
 
 __all__ = ["build_parser", "install_coremltools_predict", "main", "uninstall_coremltools_predict"]
@@ -63,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="new .npz for one input file; a new directory for several (refused if it exists)")
     parser.add_argument("--mode", choices=MODES,
                         help="fp32-accumulate: float32 inside each op, fp16 storage (default); fp16-strict: every "
-                             "step rounded to fp16 (slow, a pessimistic bound)")
+                             "step rounded to fp16 (slow, a pessimistic bound); ane: fp32-accumulate plus the Neural "
+                             "Engine's published cliffs (see --ane-family)")
+    parser.add_argument("--ane-family", choices=FAMILIES,
+                        help=f"with --mode ane: the Neural Engine generation whose cliffs apply (default {DEFAULT_FAMILY}"
+                             ", every published cliff; a16: no width-offset slice cliff)")
     parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
     parser.add_argument("--max-loop-iterations", type=int, default=MAX_LOOP_ITERATIONS, metavar="N",
                         help=f"while_loop iterations one run may take, every loop counted (default {MAX_LOOP_ITERATIONS})")
@@ -82,11 +93,13 @@ def main(argv=None) -> int:
     logging.getLogger("coremltools").setLevel(logging.ERROR)
     if args.describe:
         refuse_unused(args, {"inputs": "by --describe", "output": "by --describe", "mode": "by --describe (it runs "
-                                                                                           "nothing)"})
+                                                                                           "nothing)",
+                             "ane_family": "by --describe"})
         info = tool.describe_package(args.package, args.function)
         print(json.dumps(info, indent=1) if args.json else tool.format_description(info))
         return 0 if info["every_op_supported"] else 1
-    refuse_unused(args, {"json": "without --describe"})
+    refuse_unused(args, {"json": "without --describe",
+                         **({} if args.mode == ANE else {"ane_family": "without --mode ane"})})
     if args.inputs is None or args.output is None:
         raise UsageError("give --inputs IN.npz and --output OUT.npz (or --describe)")
     files = batch.input_files(args.inputs)
@@ -97,11 +110,15 @@ def main(argv=None) -> int:
     if many and args.output.suffix == ".npz":
         raise UsageError(f"several input files write a directory; --output {args.output.name!r} names an .npz")
     check_output(args.output, [args.package, *args.inputs])  # before loading anything
-    model = Predictor(args.package, args.mode or FP32_ACCUMULATE, args.function, args.max_loop_iterations)
+    model = Predictor(args.package, args.mode or FP32_ACCUMULATE, args.function, args.max_loop_iterations,
+                      ane_family=args.ane_family or DEFAULT_FAMILY)
     state = model.make_state() if model.states else None  # one sequence: carried from each file to the next
 
     def run(path: Path) -> dict:
-        return tool.outputs_as_arrays(model.predict(batch.read_input_file(path, model.inputs), state=state))
+        arrays = tool.outputs_as_arrays(model.predict(batch.read_input_file(path, model.inputs), state=state))
+        if args.mode == ANE:  # one line per run: the first op where a Neural Engine cliff fired, or null
+            print(f"ane_cliff: {json.dumps(model.executor.last_run['ane_cliff'])}" + (f" ({path.name})" if many else ""))
+        return arrays
 
     if not many:
         arrays = run(files[0])

@@ -1,10 +1,11 @@
-"""`python -m experiments.ane_engineering.fit_margins --source builtin:tiny|builtin:minilm-decision`: the committed
-margin fit of a built-in decision source (validation/margins.py `fit`).
+"""`python -m experiments.ane_engineering.fit_margins --source builtin:tiny|builtin:tiny-outlier|builtin:minilm-decision`:
+the committed margin fit of a built-in decision source (validation/margins.py `fit`).
 
 Every random weight of the built-in decision head is kept except `decision_head.scorer.out` and
 `decision_head.action.fc2`, which get the smallest correction that puts every fixture question's winner
 FIT_TARGET_GAP ahead in the calibrated-logit and action-logit spaces (calibrated logits within +-FIT_LOGIT_BOUND):
-on builtin:tiny's random encoder with the byte-level tokenizer, or on the real all-MiniLM-L6-v2 encoder with its
+on builtin:tiny's random encoder with the byte-level tokenizer (builtin:tiny-outlier: the same with its planted massive
+activation, checkpoint/builtin_tiny_outlier_fit.json), or on the real all-MiniLM-L6-v2 encoder with its
 WordPiece tokenizer. Writes the source's fit file (checkpoint/builtin_tiny_fit.json or
 checkpoint/minilm_decision_fit.json) with the margins it measured afterwards; the tests re-measure them. Refuses,
 writing nothing, when the fit cannot reach MIN_DECISION_MARGIN.
@@ -21,7 +22,7 @@ from .core.staging import replace_text
 from .checkpoint.builtin_fit import apply_fit
 from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
 
-SOURCES = ("builtin:tiny", "builtin:minilm-decision")
+SOURCES = ("builtin:tiny", "builtin:tiny-outlier", "builtin:minilm-decision")
 
 
 def _tiny():
@@ -31,6 +32,14 @@ def _tiny():
 
     config = parse_config(BUILTINS["tiny"])
     return config, random_tensors(config, BUILTIN_SEED), None, FIT_PATH
+
+
+def _tiny_outlier():
+    """The stress source's planted base weights (checkpoint/builtin_outlier.py), fitted like builtin:tiny's."""
+    from .checkpoint.builtin import BUILTINS, FITS, base_tensors
+
+    config, tensors = base_tensors(BUILTINS["tiny-outlier"], "builtin:tiny-outlier")
+    return config, tensors, None, FITS["tiny-outlier"]
 
 
 def _minilm():
@@ -48,7 +57,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, choices=SOURCES, help="the built-in decision source to fit")
     args = parser.parse_args(argv)
-    config, tensors, tokenizer, fit_path = (_tiny if args.source == "builtin:tiny" else _minilm)()
+    config, tensors, tokenizer, fit_path = {"builtin:tiny": _tiny, "builtin:tiny-outlier": _tiny_outlier,
+                                            "builtin:minilm-decision": _minilm}[args.source]()
     fitted = fit(config, tensors, tokenizer)
     margins = decision_margins(config, apply_fit(tensors, fitted), tokenizer)
     gaps = {k: margins[k] for k in ("min_decision_logit_gap", "min_action_logit_gap")}

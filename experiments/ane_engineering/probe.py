@@ -6,8 +6,11 @@ Kinds: mlp | layer (one block of the BC1S model), encoder (embedding norm to fin
 part), baseline (the original B x L x C model exported the usual way, to show why it is a poor ANE target).
 Writes DIR/model.mlpackage, DIR/manifest.json, DIR/probe.json; refuses an existing DIR and builds atomically.
 Exit status: 0 passed, 1 a check failed (probe.json says which), 2 refused. The probe fails when the layout check
-fails or a static ANE rule reports an error: a program error (e.g. a weight that overflows FP16) always, an op
-predicted off the Neural Engine unless its type is given to --allow.
+fails or a static ANE rule reports an error: a program error (e.g. a weight that overflows FP16, or a pre-A16
+width-offset slice whose measured input can reach its cliff) always, an op predicted off the Neural Engine unless its
+type is given to --allow; and when the Neural Engine headroom measured on the golden inputs (body, encoder and
+embedding kinds: every op's largest |output| against the cliff it faces, run/mil/ane_cliffs.json, pre-A16) is below
+the gate of core/gates.py (HEADROOM_MIN), naming the op.
 """
 
 from __future__ import annotations
@@ -23,12 +26,25 @@ from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import run_main
 from .workflows.attention_choice import CHOICES, has_sliding_layers
-from .package.kinds import KINDS
+from .package.kinds import KINDS, SCALED_KINDS
 from .core.staging import check_output
 from .model.bc1s.lora import LORA_TARGETS
+from .model.bc1s.stream_scale import MAX_EXPONENT
 from .model.window_tiles import DEFAULT_TILE
 
 DEVICE_AXIS = f"a device tensor axis; Core ML loads none above {MAX_DIMENSION}"
+
+
+def fp16_scale_argument(text: str) -> int | str | None:
+    """An argparse type for --fp16-scale: 'none' (None), 'auto', or an exponent K in 0..MAX_EXPONENT."""
+    if text in ("none", "auto"):
+        return None if text == "none" else text
+    return integer("--fp16-scale", 0, MAX_EXPONENT, "2^-K times an FP16 weight is below FP16's smallest "
+                   "subnormal beyond")(text) if text.isdigit() else _refuse_scale(text)
+
+
+def _refuse_scale(text: str):
+    raise ArgumentValueError(f"--fp16-scale must be auto, none or an exponent 0..{MAX_EXPONENT}, got {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                + DEVICE_AXIS.replace("a device tensor axis", "on the device")),
                         help=f"query tile of the windowed layout (default {DEFAULT_TILE}, at most the bucket length; "
                              "--attention windowed or auto; see ANE_MATH.md)")
+    parser.add_argument("--fp16-scale", type=fp16_scale_argument, default=None, metavar="auto|none|K",
+                        help="rescale the residual stream by 2^-K, exactly (ANE_MATH.md section 17): the stream, every "
+                             "residual-writing projection and its bias carry 2^-K, every norm reading the stream "
+                             "takes epsilon * 2^-2K, so the outputs are unchanged and the values that would meet an "
+                             "FP16 or Neural Engine cliff are 2^K times smaller. K: 0.."
+                             f"{MAX_EXPONENT}; auto: the smallest K giving every op of the package at least the "
+                             "headroom gate's margin on the golden inputs (the fixture's questions or texts that fit "
+                             "the bucket), with the headroom before and after in manifest.json; none (default): "
+                             "the package as without this option. Kinds encoder, embedding and body")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -91,15 +116,26 @@ def main(argv=None) -> int:
     allow = set(args.allow)
     report = run_probe(checkpoint, args.kind, args.length, args.output, args.layer_index or 0, args.require_ane, allow,
                        show_progress=not args.quiet, lora=lora, attention=args.attention,
-                       tile=DEFAULT_TILE if args.tile is None else args.tile)
+                       tile=DEFAULT_TILE if args.tile is None else args.tile, fp16_scale=args.fp16_scale)
     static = report["placement"]["static"]
     attention = (report.get("attention") or {}).get("layout", "dense")
     print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs {report['layout_check']['max_abs']:.3g} "
           f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "
           f"static ANE rules: {static['violations']} violation(s), {static['warnings']} warning(s); "
+          f"{_headroom_line(report['headroom'])}; "
           f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "
           f"(details in {args.output / PROBE_NAME})")
     return 0 if report["passed"] else 1
+
+
+def _headroom_line(headroom: dict) -> str:
+    if not headroom["measured"]:
+        return f"headroom not measured ({headroom['reason']})"
+    low = headroom["minimum"]
+    if headroom["minimum_headroom"] is None:
+        return "headroom unbounded"
+    return (f"minimum headroom {headroom['minimum_headroom']:.3g}x at {low['op']} ({low['type']}, {low['cliff']})"
+            + ("" if headroom["passed"] else " FAILS the headroom gate"))
 
 
 def check_arguments(args) -> None:
@@ -111,6 +147,11 @@ def check_arguments(args) -> None:
         **({} if args.attention != "dense" else {"tile": "with --attention dense (it sets the windowed layout's "
                                                          "query tile)"}),
     })
+    if args.fp16_scale is not None and args.kind not in SCALED_KINDS:
+        raise ArgumentValueError(f"--fp16-scale rescales the residual stream of kinds {', '.join(SCALED_KINDS)}, "
+                                 f"not --kind {args.kind}")
+    if args.fp16_scale is not None and args.lora_rank is not None:
+        raise ArgumentValueError("--fp16-scale with --lora-rank is not implemented (layer 0's adapters read the stream)")
     if args.tile is not None and args.tile > args.length:
         raise ArgumentValueError(f"--tile {args.tile} exceeds the bucket length {args.length}: a tile holds at most "
                                  "the bucket's queries")

@@ -22,7 +22,7 @@ from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import comma_list, integer
 from .core.cli import UsageError, run_main
 from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
-from .run.backends import BACKEND_CHOICES
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .core.staging import check_output, staged_directory
 from .core.figures import Document
 from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="repeated calls per candidate (identical outputs)")
     parser.add_argument("--backend", default="mil", choices=BACKEND_CHOICES,
                         help="backend that runs the candidates (default mil)")
+    add_ane_family_argument(parser)
     parser.add_argument("--implementation", default="auto", choices=("auto",) + IMPLEMENTATIONS,
                         help="k-means implementation (auto: exact)")
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
@@ -95,6 +96,10 @@ def add_compression_grid_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        args.backend = backend_name(args.backend, args.ane_family)
+    except BackendError as error:
+        raise UsageError(str(error)) from None
     check_output(args.output, [args.package, args.golden, args.fixture, args.heldout_golden, args.heldout_fixture,
                                local_source_directory(args.source)])
     bits, modes, group_sizes = args.bits, args.modes, args.group_sizes

@@ -9,6 +9,10 @@ moves by more than 0.01, similarity ranking of the texts unchanged, repeated cal
 and max-abs bounds are reported, and gate uncompressed packages); their golden file comes from
 `golden --task embeddings`. `--fixture FILE` validates on your own questions or texts: the golden must have been
 made from that file (`golden --fixture FILE`).
+Neural Engine headroom: with a mil backend, every op's largest |output| on the golden questions must stay at least
+2x below the cliff that op faces (core/gates.py HEADROOM_MIN; the cliffs of --ane-family, pre-a16 by default: run/mil/
+ane_cliffs.json), or validation fails naming the op. `--backend mil-ane` also runs with those cliffs applied, so a
+cliff that fires turns into the non-finite or probability gates, and each such question records the op where it fired.
 On failure the JSON says `passed: false` with the reasons and the exit status is 1 (2: refused to run).
 """
 
@@ -27,7 +31,7 @@ from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
-from .run.backends import BACKEND_CHOICES
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .core.staging import check_output
 from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .validation.golden import golden_path_for, load_golden
@@ -47,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         default=gates.DEFAULT_REPEATS,
                         help=f"repeated calls that must give identical public outputs (default {gates.DEFAULT_REPEATS})")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
+    add_ane_family_argument(parser)
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for packages exported with "
                         "--lora-rank; the golden must then be made with it merged (golden --adapter)")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")
@@ -62,6 +67,10 @@ def main(argv=None) -> int:
     from .validation.gate_run import validate
 
     args = build_parser().parse_args(argv)
+    try:
+        args.backend = backend_name(args.backend, args.ane_family)
+    except BackendError as error:
+        raise UsageError(str(error)) from None
     check_output(args.output, [*args.package, args.golden, args.adapter, args.fixture, local_source_directory(args.source)])
     for name, values in (("--package", [p.resolve() for p in args.package]), ("--length", args.length or [])):
         if len(set(values)) != len(values):
@@ -95,9 +104,18 @@ def main(argv=None) -> int:
     for length, summary in report["summary"].items():
         print(f"L{length}: {summary['passed_questions']}/{summary['evaluated']} passed, {len(summary['skipped'])} "
               f"skipped (unvalidated), max calibrated error {summary['max_calibrated_error']}, max option-logit "
-              f"error {summary['max_option_logit_error']}, repeats identical: {summary['repeats']['identical']}")
+              f"error {summary['max_option_logit_error']}, repeats identical: {summary['repeats']['identical']}, "
+              f"minimum Neural Engine headroom {_headroom_text(summary['headroom'])}")
     print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))
     return 0 if report["passed"] else 1
+
+
+def _headroom_text(headroom: dict) -> str:
+    if not headroom["measured"]:
+        return "not measured (Core ML backend)"
+    if headroom["minimum_headroom"] is None:
+        return "unbounded (every op output is zero)"
+    return f"{headroom['minimum_headroom']:.3g}x at {headroom['op']} ({headroom['type']}, {headroom['cliff']})"
 
 
 def read_package_kind(package: Path) -> str | None:

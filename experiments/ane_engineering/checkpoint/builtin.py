@@ -7,6 +7,13 @@
   need the reference model, a later stage: they live in validation/margins.py, and the tests re-measure the margins.
 - `builtin:mmbert-base-shape`: mmBERT-base dimensions (22 layers, 768 hidden, 12 heads, GeGLU 1152, vocab
   256,000) with random weights, for timing and memory work. No margin search: its decisions mean nothing.
+- `builtin:mmbert-outlier` and `builtin:tiny-outlier`: stress sources, the dimensions of mmbert-base-shape and tiny
+  with a massive activation planted at the [CLS] position (builtin_outlier.py; the `massive_activation` section of
+  their config.json says its magnitude, dims and onset layer). mmbert-outlier plants the published place, onset and
+  magnitude; tiny-outlier the same magnitude in dims and an onset scaled to tiny's width and depth
+  (round(d * 128 / 768), round(11 * 6 / 22)), and, like tiny, a committed margin fit of its two last decision maps
+  made for its planted weights (builtin_tiny_outlier_fit.json). Other strengths:
+  `python -m experiments.ane_engineering.stress_source` (margin-fitted when written).
 
 Directories are cached under $ANE_ENGINEERING_CACHE (default ~/.cache/ane-engineering) keyed by a fingerprint of
 the code that determines their bytes, written to a temporary sibling and renamed into place.
@@ -28,6 +35,7 @@ from safetensors.torch import save_file
 from ..core.errors import HarnessError
 from ..core.json_documents import read_json
 from .builtin_fit import FIT_PATH, FIT_SCHEMA, apply_fit
+from .builtin_outlier import MASSIVE_ACTIVATION_KEY, plant_massive_activation, planted_spec
 from .config import ModelConfig, head_config_to_json, parse_config
 from .tensors import expected_tensors, require_host_memory
 from .tokenizer import BYTE_SPECIALS, BYTE_VOCAB_SIZE, build_byte_tokenizer
@@ -63,9 +71,22 @@ def _encoder_section(vocab: int, hidden: int, layers: int, heads: int, intermedi
     }
 
 
+_TINY = {**_encoder_section(BYTE_VOCAB_SIZE, 128, 6, 2, 192), "decision_head": _head_section(2, 2, 256, 320)}
+_MMBERT = {**_encoder_section(256000, 768, 22, 12, 1152), "decision_head": _head_section(2, 12, 1152, 256)}
+# The published massive activation of the real mmBERT weights (builtin_outlier.py has the source and the planting).
+PUBLISHED_OUTLIER = {"magnitude": 14000.0, "dims": [468, 488, 530, 580, 614], "onset_layer": 11,
+                     "source": "john-rocky/coreai-model-zoo knowledge/laya-multilingual-port.md: |h| 1.37e4 (256 "
+                               "tokens) to 1.40e4 (512 tokens) at [CLS], dims 468/488/530/580/614, from layer 11 on"}
+TINY_OUTLIER = {**PUBLISHED_OUTLIER, "dims": [round(d * 128 / 768) for d in PUBLISHED_OUTLIER["dims"]],
+                "onset_layer": round(11 * 6 / 22),
+                "source": "the published mmBERT activation with dims and onset scaled to tiny's width and depth"}
+# Built-ins whose two last decision maps carry a committed margin fit (fit_margins.py writes them).
+FITS = {"tiny": FIT_PATH, "tiny-outlier": FIT_PATH.with_name("builtin_tiny_outlier_fit.json")}
 BUILTINS = {
-    "tiny": {**_encoder_section(BYTE_VOCAB_SIZE, 128, 6, 2, 192), "decision_head": _head_section(2, 2, 256, 320)},
-    "mmbert-base-shape": {**_encoder_section(256000, 768, 22, 12, 1152), "decision_head": _head_section(2, 12, 1152, 256)},
+    "tiny": _TINY,
+    "mmbert-base-shape": _MMBERT,
+    "tiny-outlier": {**_TINY, MASSIVE_ACTIVATION_KEY: TINY_OUTLIER},
+    "mmbert-outlier": {**_MMBERT, MASSIVE_ACTIVATION_KEY: PUBLISHED_OUTLIER},
 }
 
 
@@ -113,16 +134,38 @@ def build_builtin(name: str, directory: Path) -> dict:
     if name not in BUILTINS:
         raise UnknownSourceError(f"unknown built-in source 'builtin:{name}'; this builder writes "
                                  f"{', '.join(f'builtin:{known}' for known in BUILTINS)}")
-    raw = BUILTINS[name]
-    config = parse_config(raw)
-    config_json = {**raw, "decision_head": head_config_to_json(config.head)}
-    require_host_memory(config, f"builtin:{name}")
+    return build_from_config(BUILTINS[name], directory, f"builtin:{name}", {"name": name}, fit=FITS.get(name))
+
+
+def base_tensors(raw: dict, label: str) -> tuple:
+    """(config, tensors) of config `raw` before any margin fit: the seeded random draw with the massive activation its
+    `massive_activation` section plants (if any). What a margin fit is made for (fit_margins.py)."""
+    config = parse_config(raw, label)
+    require_host_memory(config, label)
     tensors = random_tensors(config, BUILTIN_SEED)
-    meta = {"name": name, "seed": BUILTIN_SEED}
-    if name == "tiny":
-        fitted = read_json(FIT_PATH, FIT_SCHEMA)
+    if MASSIVE_ACTIVATION_KEY in raw:
+        tensors = plant_massive_activation(config, planted_spec(raw, config, label), tensors, CLS)
+    return config, tensors
+
+
+def build_from_config(raw: dict, directory: Path, label: str, meta: dict, fit: Path | None = None,
+                      finish=None) -> dict:
+    """Write the seeded random checkpoint of config `raw` into `directory`, with the massive activation its
+    `massive_activation` section plants (if any) and, with `fit`, a committed margin fit (builtin_fit.py) made for
+    those weights. `finish(config, tensors) -> (tensors, record)`, if given, edits the tensors last (stress_source's
+    margin fit); its record goes into builtin.json."""
+    config, tensors = base_tensors(raw, label)
+    config_json = {**raw, "decision_head": head_config_to_json(config.head)}
+    meta = {**meta, "seed": BUILTIN_SEED}
+    if MASSIVE_ACTIVATION_KEY in raw:
+        meta[MASSIVE_ACTIVATION_KEY] = planted_spec(raw, config, label)
+    if fit is not None:
+        fitted = read_json(fit, FIT_SCHEMA)
         tensors = apply_fit(tensors, fitted)
-        meta.update(fit=FIT_PATH.name, margins_when_fitted=fitted["margins_when_fitted"])
+        meta.update(fit=fit.name, margins_when_fitted=fitted["margins_when_fitted"])
+    if finish is not None:
+        tensors, record = finish(config, tensors)
+        meta.update(record)
     _write(directory, config_json, tensors, meta)
     return meta
 
@@ -132,8 +175,10 @@ def builder_fingerprint(name: str) -> str:
     here = Path(__file__).resolve().parent
     files = [here / f for f in ("builtin.py", "config.py", "config_fields.py", "modernbert_config.py", "bert_config.py",
                                 "tensors.py", "tokenizer.py")]
-    if name == "tiny":
-        files += [here / "builtin_fit.py", FIT_PATH]
+    if MASSIVE_ACTIVATION_KEY in BUILTINS[name]:
+        files.append(here / "builtin_outlier.py")
+    if name in FITS:
+        files += [here / "builtin_fit.py", FITS[name]]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

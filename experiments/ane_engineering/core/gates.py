@@ -12,6 +12,20 @@ Embedding-kind packages (sentence embedders) have gates of their own, derived be
 PROBABILITY_ERROR_MAX = 0.02
 DEFAULT_REPEATS = 100
 
+# ---- Neural Engine headroom (validation/gate_run.py applies it; run/mil/headroom.py measures it)
+#
+# headroom = cliff / max |output| of an op over the golden inputs, against the cliff that op faces on the Neural
+# Engine (run/mil/ane_cliffs.json: matmul-class outputs, pre-A16 width-offset slices; the FP16 limit for the rest).
+# The graph's minimum must be at least HEADROOM_MIN, or validation fails naming the op. Why 2x and not 1x: a pass on
+# the golden inputs must hold on inputs that were not measured, and activations move with the input -- the published
+# massive activation of mmBERT grows with the sequence (|h| 1.37e4 at 256 tokens, 1.40e4 at 512: john-rocky/
+# coreai-model-zoo, knowledge/laya-multilingual-port.md); the cliffs themselves are published as approximate
+# ("around 32752") and measured on two chips (sbryngelson/ANEForge, docs/numeric-cliffs.md). A factor of 2 is one
+# binary order of magnitude: the margin of one step of an exact power-of-two rescaling (probe --fp16-scale), so a
+# model that fails it can be brought back inside it without changing a single FP16 mantissa.
+# Tests: tests/test_headroom_gate.py shows a scaled weight (a real defect) breaking it while the package passes.
+HEADROOM_MIN = 2.0
+
 # ---- Sentence-embedding gates (embedding-kind packages; validation/embedding_run.py applies them)
 #
 # One task budget: SIMILARITY_ERROR_MAX, the most any similarity between two texts may move. Similarities are what

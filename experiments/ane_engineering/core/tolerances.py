@@ -22,6 +22,17 @@ BC1S_ENCODER_ABS = 1e-4
 BC1S_EMBEDDING_ABS = 1e-4
 # Reference encoder vs transformers' ModernBertModel (eager), FP32 (max abs on valid tokens).
 TRANSFORMERS_ORACLE_ABS = 1e-4
+# A BC1S model with its residual stream rescaled by 2^-K (model/bc1s/stream_scale.py) vs the same model unscaled,
+# both FP32 (max abs of the outputs relative to their largest magnitude). Every step of the rescaled graph is the
+# original's scaled by a power of two (weights, biases, epsilons, each norm's mean, deviations, variance and rsqrt),
+# and IEEE rounding commutes with power-of-two scaling away from underflow and overflow, so the two are expected to
+# agree bit for bit. The bound leaves room for kernels that are not scale-equivariant to the last bit (a vectorised
+# rsqrt or reduction that rounds differently at another exponent): one FP32 ulp (2^-23 relative) per norm and per
+# contraction of the deepest graph here (24 layers x 8 such stages, about 2^7.6), summed without cancellation, is
+# 2^-23 * 2^7.6 = 2.5e-5 at worst and about 2^-23 * sqrt(192) = 1.7e-6 as random errors; 1e-5 sits between. A wrong
+# epsilon scaling (eps * s instead of eps * s^2) moves a norm's output by about eps (2^K - 1) / (2 var), 7e-5 for
+# ModernBERT's 1e-5 at K = 4 and unit variance, and breaks it (tests/test_stream_scale.py).
+STREAM_SCALE_REL = 1e-5
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""FP16 range analysis of the BC1S body: how close does each activation come to the FP16 maximum of 65,504?
+"""FP16 range analysis of the BC1S body: how close does each activation come to the cliff it faces on the Neural
+Engine -- the matmul cliff for conv and einsum outputs, the FP16 maximum of 65,504 for the rest?
 
 The ANE computes in FP16. ModernBERT-family models are reported to carry large activation outliers in a few
 residual channels (ANE_MATH.md, "10. FP16 range"), so before trusting an FP16 package we record, over the fixture
@@ -19,19 +20,24 @@ are not module outputs:
 Per site it keeps the max |value| over VALID token columns only (the columns of real tokens; padding columns are
 masked as keys and never read) and, separately, over ALL columns: padding columns are still computed in FP16 on the
 device, and an inf there would reach valid tokens as NaN (a masked key still multiplies its V row by weight 0, and
-0 * inf = NaN; an inf score plus the finite -1e4 bias stays inf). Verdicts compare both with 65,504:
-  ok        headroom (65,504 / max |value|) >= 4
+0 * inf = NaN; an inf score plus the finite -1e4 bias stays inf). Verdicts compare both with the site's cliff
+(`site_cliff`): the Neural Engine's published matmul cliff (run/mil/ane_cliffs.json, read through run/mil/cliffs.py)
+for the sites that are conv or einsum outputs in the export (q, k, v, the score halves and scores, the heads, the
+attention and MLP projections, the scorer's projections, the option logits), the FP16 maximum for every other site:
+  ok        headroom (cliff / max |value|) >= 4
   near      headroom < 4
-  overflow  max |value| > 65,504 (or non-finite)
+  overflow  max |value| > cliff (or non-finite)
+The exported package's own headroom, op by op with the mask inside the score einsum, is measured by the mil
+executor (run/mil/headroom.py; probe.json and the validation report): this FP32 analysis names the model's sites.
 
-Squared-magnitude hazards of every channel layer norm (norm.py computes centered = x - mean, then
-mean(centered * centered)): per input column, the variance mean_c (x - mean)^2 and the largest single
-(x - mean)^2. The FP16 elementwise square overflows as soon as |x - mean| > 255.9 even when |x| itself is far below
-65,504 -- the first thing an outlier channel breaks. coremltools fuses norm.py's pattern into one layer_norm
-op whose internal precision cannot be observed here, so the hazard is reported as if it squared in FP16 (the
-conservative reading); `variance_verdict` covers the variance and the largest square. Also recorded, for information
-only (its own verdicts, not part of `variance_verdict`): `sum_sq_dev`, the un-normalised sum_c (x - mean)^2, which a
-reduction accumulating the sum in FP16 before dividing by C would overflow.
+Layer-norm statistics (norm.py computes centered = x - mean, then mean(centered * centered)) are recorded per input
+column for information only: the variance, the largest single (x - mean)^2 and the sum of squares, each with what
+it would give in FP16. They are not part of any verdict: an elementwise FP16 square inside the norm is a hazard no
+source establishes for the Neural Engine (coremltools fuses the pattern into one layer_norm op whose internal
+precision is not published), and the device evidence available on this model family points at the matmul outputs
+instead (sbryngelson/ANEForge, docs/numeric-cliffs.md; john-rocky/coreai-model-zoo,
+knowledge/laya-multilingual-port.md: "the error is the fp16 matmul activations themselves, amplified at the [CLS]
+massive activation").
 
 Attention scores (the QK sum before the mask, Q pre-scaled by head_dim^-0.5 as exported) get the magnitude verdict
 plus a mask check. The mask is a finite additive -1e4 (buckets.MASK_BIAS), not -inf: it is exactly equivalent to -inf
@@ -43,10 +49,10 @@ smallest visible score and whether any visible score lies below -1e4 + 20 (such 
 masked one).
 
 `needs_clamp(report)` lists the sites whose verdict (valid or all columns) is "near" or "overflow";
-`clamp_recommendations(report)` says what to do about each: a saturating clamp at +-65,504 for plain activations
+`clamp_recommendations(report)` says what to do about each: a saturating clamp at the cliff for plain activations
 (identity on every observed value, turns an inf into a finite value), a clamp of scores at +-4,991 (keeps
-spread <= 9,982.67 so the -1e4 mask stays exact in FP16) and, for layer-norm inputs, a power-of-two pre-scale of
-the norm input (layer norm is scale invariant up to eps, so this is exact, unlike a clamp at |x - mean| <= 255).
+spread <= 9,982.67 so the -1e4 mask stays exact in FP16), and for the residual stream and what it feeds an exact
+power-of-two rescaling of the stream (layer norm is scale invariant up to eps).
 """
 
 from __future__ import annotations
@@ -68,8 +74,8 @@ from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_with
 from ..package.inputs.device_inputs import body_inputs
 from ..package.inputs.questions import Question, encode_question, fixture_sha256, load_questions
 from ..core.figures import Document
+from ..run.mil.cliffs import FP16_MAX, MATMUL_CLASS, AneCliffs
 
-FP16_MAX = 65504.0
 NEAR_HEADROOM = 4.0  # headroom below this is "near"
 FP16_EXP_UNDERFLOW = -math.log(2.0 ** -25)  # 17.33: exp(-x) rounds to 0 in FP16 beyond this
 FP32_EXP_UNDERFLOW = -math.log(2.0 ** -150)  # 103.97: the same in FP32
@@ -84,6 +90,22 @@ VERDICT_ORDER = ("ok", "near", "overflow")
 OUTLIER_RATIO = 6.0
 OUTLIER_TOP = 3  # channels listed per site, largest first
 FP16_MIN_NORMAL = 2.0 ** -14  # 6.1e-5: below this FP16 values are subnormal (fewer significant bits)
+
+
+# Sites that are conv or einsum outputs in the BC1S export (model/bc1s/: 1x1 convs and per-head einsums), by the
+# last part of their group name: they face the matmul cliff.
+MATMUL_SITES = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.heads", "attn.out", "mlp.input", "mlp.gate",
+                "mlp.out", "scorer.proj", "scorer.scores", "option_logits")
+MATMUL_CLIFF = AneCliffs().by_class[MATMUL_CLASS]
+
+
+def site_cliff(name: str) -> tuple[str, float]:
+    """(cliff name, value) a site faces on the Neural Engine."""
+    group = _group_of(name)
+    if any(group == s or group.endswith("." + s) or group.startswith(s) for s in MATMUL_SITES) \
+            and not group.endswith(("_rope", "concat")):
+        return MATMUL_CLIFF.name, MATMUL_CLIFF.value
+    return "fp16-max", FP16_MAX
 
 
 def verdict_for(max_abs: float, limit: float = FP16_MAX) -> str:
@@ -359,11 +381,13 @@ def _finite(value: float) -> float | None:
 
 def _site_entry(name: str, site: _Site) -> dict:
     values = site.values
-    verdict_valid, verdict_all = verdict_for(values.valid), verdict_for(values.all)
-    entry = {"kind": site.kind, "layer": _layer_of(name), "group": _group_of(name),
+    cliff, limit = site_cliff(name)
+    verdict_valid, verdict_all = verdict_for(values.valid, limit), verdict_for(values.all, limit)
+    entry = {"kind": site.kind, "layer": _layer_of(name), "group": _group_of(name), "cliff": cliff,
+             "cliff_value": limit,
              "max_abs_valid": _finite(values.valid), "max_abs_all": _finite(values.all),
              "finite_valid": math.isfinite(values.valid), "finite_all": math.isfinite(values.all),
-             "headroom_valid": headroom(values.valid), "headroom_all": headroom(values.all),
+             "headroom_valid": headroom(values.valid, limit), "headroom_all": headroom(values.all, limit),
              "verdict_valid": verdict_valid, "verdict_all": verdict_all,
              "argmax_valid": values.where_valid, "argmax_all": values.where_all}
     verdicts = [verdict_valid, verdict_all]
@@ -382,9 +406,9 @@ def _site_entry(name: str, site: _Site) -> dict:
         norm["max_abs_dev_all"] = _finite(math.sqrt(site.extra["max_sq_dev"].all))
         variance_verdict = worst(*(norm[k][f"verdict_{c}"] for k in ("variance", "max_sq_dev")
                                    for c in ("valid", "all")))
-        norm["variance_verdict"] = variance_verdict  # variance and the elementwise square; sum_sq_dev is informational
+        norm["variance_verdict"] = variance_verdict  # what an FP16 square would give: information, not a verdict
+        norm["status"] = "information only: an FP16 square inside layer_norm is not established for the Neural Engine"
         entry["norm"] = norm
-        verdicts.append(variance_verdict)
     if site.kind == "scores":
         spread_valid, spread_all = site.spread_valid, site.spread_all
         seen_valid, seen_all = spread_valid > -math.inf, spread_all > -math.inf  # rows with a masked key exist
@@ -426,7 +450,8 @@ def _summaries(sites: dict, key: str) -> dict:
     out: dict[str, dict] = {}
     for name, entry in sites.items():
         bucket = out.setdefault(entry[key], {"max_abs_valid": 0.0, "max_abs_all": 0.0, "site_valid": None,
-                                             "site_all": None, "verdict": "ok", "sites": 0})
+                                             "site_all": None, "verdict": "ok", "sites": 0, "headroom_valid": None,
+                                             "headroom_all": None, "_low": {"valid": math.inf, "all": math.inf}})
         bucket["sites"] += 1
         bucket["verdict"] = worst(bucket["verdict"], entry["verdict"])
         if "channels" in entry:
@@ -441,6 +466,11 @@ def _summaries(sites: dict, key: str) -> dict:
             value = math.inf if value is None else value
             if value > bucket[f"max_abs_{c}"] or bucket[f"site_{c}"] is None:
                 bucket[f"max_abs_{c}"], bucket[f"site_{c}"] = value, name
+            room = entry[f"headroom_{c}"]  # against each site's own cliff; the group keeps its smallest
+            room = math.inf if room is None else room
+            if room < bucket["_low"][c]:
+                bucket["_low"][c] = room
+                bucket[f"headroom_{c}"] = entry[f"headroom_{c}"]
         if key == "layer" and name.endswith(".residual"):  # the residual stream after this layer
             bucket["residual_max_abs_valid"] = entry["max_abs_valid"]
             bucket["residual_max_abs_all"] = entry["max_abs_all"]
@@ -453,8 +483,8 @@ def _summaries(sites: dict, key: str) -> dict:
             bucket["min_variance_valid"] = min(bucket.get("min_variance_valid", math.inf), math.inf if low is None else low)
             bucket["max_abs_dev_valid"] = max(bucket.get("max_abs_dev_valid", 0.0), dev)
     for bucket in out.values():
+        del bucket["_low"]
         for c in ("valid", "all"):
-            bucket[f"headroom_{c}"] = headroom(bucket[f"max_abs_{c}"])
             bucket[f"max_abs_{c}"] = _finite(bucket[f"max_abs_{c}"])
     return out
 
@@ -464,32 +494,18 @@ def needs_clamp(report: dict) -> list[str]:
     return [name for name, entry in report["sites"].items() if entry["verdict"] != "ok"]
 
 
-def _prescale_exponent(max_abs_dev: float) -> int:
-    """Smallest k >= 1 such that max |x - mean| / 2^k has a square with 4x headroom under 65,504."""
-    target = math.sqrt(FP16_MAX / NEAR_HEADROOM)  # 127.97
-    return max(1, math.ceil(math.log2(max_abs_dev / target))) if math.isfinite(max_abs_dev) else 16
-
-
 def clamp_recommendations(report: dict) -> list[dict]:
     """For each site of needs_clamp: what is wrong, a suggested bound, and the remedy."""
     out = []
     for name in needs_clamp(report):
         entry = report["sites"][name]
         peak = entry["max_abs_all"] if entry["max_abs_all"] is not None else math.inf
-        rec = {"site": name, "kind": entry["kind"], "verdict": entry["verdict"],
+        limit = entry["cliff_value"]
+        rec = {"site": name, "kind": entry["kind"], "verdict": entry["verdict"], "cliff": entry["cliff"],
                "max_abs_valid": entry["max_abs_valid"], "max_abs_all": entry["max_abs_all"]}
         magnitude = worst(entry["verdict_valid"], entry["verdict_all"])
-        if entry["kind"] == "norm_input" and entry["norm"]["variance_verdict"] != "ok":
-            dev = entry["norm"]["max_abs_dev_all"]
-            k = _prescale_exponent(dev if dev is not None else math.inf)
-            rec.update(hazard="layer-norm squared deviation", max_abs_dev_all=dev,
-                       max_variance_all=entry["norm"]["variance"]["all"],
-                       suggested_bound=math.sqrt(FP16_MAX / NEAR_HEADROOM),
-                       remedy=(f"scale the norm input by 2^-{k} before mean/variance (eps -> eps * 2^-{2 * k}): "
-                               "layer norm is scale invariant, so this is exact, whereas clamping |x - mean| to the "
-                               "bound would change the output"),
-                       prescale_exponent=k)
-        elif entry["kind"] == "scores" and entry["mask"]["mask_verdict"] != "ok" and magnitude == "ok":
+        stream = entry["kind"] == "norm_input" or name.endswith(("residual", "embeddings", "head_input"))
+        if entry["kind"] == "scores" and entry["mask"]["mask_verdict"] != "ok" and magnitude == "ok":
             rec.update(hazard="finite -1e4 mask no longer exact in FP16", suggested_bound=SCORE_CLAMP,
                        remedy=f"clamp scores to +-{SCORE_CLAMP:.1f} before adding the mask (masked - visible <= "
                               f"{MASK_SPREAD_LIMIT:.2f})")
@@ -497,12 +513,19 @@ def clamp_recommendations(report: dict) -> list[dict]:
             rec.update(hazard="score magnitude", suggested_bound=SCORE_CLAMP,
                        remedy=f"clamp scores to +-{SCORE_CLAMP:.1f} before the mask and softmax: keeps scores + mask "
                               "finite and the -1e4 mask exact in FP16; it changes scores beyond the bound")
+        elif stream:
+            k = max(1, math.ceil(math.log2(peak * NEAR_HEADROOM / limit))) if math.isfinite(peak) else None
+            rec.update(hazard="residual-stream magnitude", suggested_bound=limit,
+                       remedy=("scale the residual stream by 2^-K (probe --fp16-scale): every residual write and the "
+                               "stream entering the first layer carry 2^-K, each norm reading it eps * 2^-2K; exact, "
+                               "since layer norm is scale invariant and a power of two changes no FP16 mantissa"),
+                       scale_exponent=k)
         else:
-            rec.update(hazard="activation magnitude", suggested_bound=FP16_MAX,
-                       remedy=("values exceed FP16: a clamp at +-65504 keeps them finite but changes them; rescale "
+            rec.update(hazard="activation magnitude", suggested_bound=limit,
+                       remedy=("values exceed the cliff: a clamp keeps them finite but changes them; rescale "
                                "instead (a power-of-two factor folded into the producing conv and undone where the "
                                "next norm makes it vanish)" if magnitude == "overflow" else
-                               "saturating clamp at +-65504: identity on every observed value, turns a future "
+                               "saturating clamp at the cliff: identity on every observed value, turns a future "
                                "overflow into a finite value"))
         if not math.isfinite(peak):
             rec["note"] = "non-finite already in the FP32 reference"
@@ -587,6 +610,8 @@ def range_report(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question] |
     sites = {name: _site_entry(name, site) for name, site in sorted(recorder.sites.items(), key=lambda kv: kv[1].order)}
     report = {
         "fp16_max": FP16_MAX, "near_headroom": NEAR_HEADROOM, "mask_bias": MASK_BIAS,
+        "matmul_cliff": {"cliff": MATMUL_CLIFF.name, "value": MATMUL_CLIFF.value, "sites": list(MATMUL_SITES),
+                         "table": "run/mil/ane_cliffs.json"},
         "exp_underflow": {"fp16": FP16_EXP_UNDERFLOW, "fp32": FP32_EXP_UNDERFLOW},
         "mask_spread_limit_fp16": MASK_SPREAD_LIMIT, "score_clamp": SCORE_CLAMP,
         "reference": "FP32 torch BC1SBody (model/bc1s/models.py) on body_inputs, forward hooks; attention intermediates "
@@ -657,7 +682,8 @@ def range_evidence(checkpoint, lengths=BUCKET_LENGTHS, limits: dict[int, int] | 
     subset = bool(limits) and any(s["reason"].startswith("limit") for s in report["questions"]["skipped"])
     return {
         "format": FORMAT,
-        "benchmark": "FP16 range analysis of the BC1S body (largest |activation| per site vs 65,504)",
+        "benchmark": "FP16 range analysis of the BC1S body (largest |activation| per site vs the Neural Engine cliff "
+                     "it faces: the matmul cliff for conv and einsum outputs, 65,504 for the rest)",
         "label": LABEL,
         "source": checkpoint.source,
         "method": __doc__,
@@ -702,8 +728,12 @@ def summary_lines(evidence: Document) -> list[str]:
                        for i in range(len(evidence.value(*summary, "needs_clamp"))))
     lines = [f"Verdict **{evidence.fig(*summary, 'verdict')}**; sites needing a clamp: {clamps or 'none'}. "
              f"{evidence.fig('label')}.", "",
-             f"| site group | max abs (valid tokens) | max abs (all columns) | headroom to "
-             f"{evidence.fig('report', 'fp16_max', fmt='.0f')} | verdict |",
+             ("| site group | max abs (valid tokens) | max abs (all columns) | headroom to its cliff (matmul "
+              f"{evidence.fig('report', 'matmul_cliff', 'value', fmt='.0f')}, else "
+              f"{evidence.fig('report', 'fp16_max', fmt='.0f')}) | verdict |"
+              if "matmul_cliff" in evidence.value("report") else
+              f"| site group | max abs (valid tokens) | max abs (all columns) | headroom to "
+              f"{evidence.fig('report', 'fp16_max', fmt='.0f')} | verdict |"),
              "|---|---|---|---|---|"]
     for name, group in evidence.value(*summary, "groups").items():
         at = (*summary, "groups", name)

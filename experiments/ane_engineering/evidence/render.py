@@ -67,6 +67,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
     lines += latency_sections(ledger, root)  # the latency predictor's checks, when their evidence exists
+    from .sections_numerics import section_numerics  # benchmarks/evidence/ane-numerics-*.json, when present
+
+    lines += section_numerics(ledger, root)
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))
@@ -78,6 +81,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     )
 
     lines += section_real_weights(ledger, root, reproduce_root, root / "fp16_range_mmbert_base_shape.json")
+    from .sections_stress import section_stress  # benchmarks/evidence/stress_rescale_*.json, when present
+
+    lines += section_stress(ledger, root)
     text, figures = ledger.finish("\n".join(lines).rstrip() + "\n")
     return Rendered(text, figures)
 

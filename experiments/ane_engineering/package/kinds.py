@@ -53,6 +53,7 @@ class ExportSpec:
     rebuild: Callable[[int], "ExportSpec"] | None = None  # the same export at another length (convert.py traces short)
     attention: dict | None = None  # AttentionLayout.to_json(L, r) of BC1S kinds with sliding layers
     reference_graph: bool = False  # the reference-run layout: converted without the passes added after that run
+    fp16_scale: dict | None = None  # the residual-stream rescaling applied (model/bc1s/stream_scale.py), if any
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
@@ -93,8 +94,13 @@ class ExportSpecError(HarnessError):
     """An export request (kind, length, layer, LoRA) this checkpoint cannot be exported as."""
 
 
+SCALED_KINDS = ("encoder", "embedding", "body")  # kinds whose residual stream --fp16-scale rescales
+
+
 def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int = 0,
-                      lora: LoraSpec | None = None, attention: AttentionLayout = DENSE) -> ExportSpec:
+                      lora: LoraSpec | None = None, attention: AttentionLayout = DENSE,
+                      fp16_scale: int | None = None) -> ExportSpec:
+    """fp16_scale: K to rescale the residual stream by 2^-K (model/bc1s/stream_scale.py), None to leave it."""
     if kind not in KINDS:
         raise ExportSpecError(f"unknown kind {kind!r}; choose from {KINDS}")
     if lora is not None and kind not in ("encoder", "body"):
@@ -115,14 +121,24 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
                               f"{checkpoint.source} is a BERT encoder")
     if attention.windowed and kind in ("mlp", "baseline"):
         raise ExportSpecError(f"kind {kind!r} has no attention layout to choose; export it without --attention windowed")
+    if fp16_scale is not None and kind not in SCALED_KINDS:
+        raise ExportSpecError(f"--fp16-scale rescales the residual stream of kinds {', '.join(SCALED_KINDS)}, not {kind!r}")
     try:
-        return _bc1s_spec(checkpoint, kind, length, layer_index, lora, attention)
+        spec = _bc1s_spec(checkpoint, kind, length, layer_index, lora, attention, fp16_scale)
     except LayoutError as error:
         raise ExportSpecError(f"{checkpoint.source}: {error}") from error
+    if fp16_scale is not None:
+        from ..model.bc1s.stream_scale import StreamScaleError, scale_residual_stream
+
+        try:
+            spec.fp16_scale = scale_residual_stream(spec.module, fp16_scale)
+        except StreamScaleError as error:
+            raise ExportSpecError(f"{checkpoint.source}: {error}") from error
+    return spec
 
 
 def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int, lora: LoraSpec | None,
-               attention: AttentionLayout) -> ExportSpec:
+               attention: AttentionLayout, fp16_scale: int | None = None) -> ExportSpec:
     config, tensors = checkpoint.config, checkpoint.tensors
     c = config.encoder.hidden_size
     if kind == "mlp":
@@ -159,7 +175,8 @@ def _bc1s_spec(checkpoint: Checkpoint, kind: str, length: int, layer_index: int,
         spec.attention = attention.to_json(length, config.encoder.window_radius)
     if not attention.windowed:
         # The windowed graph's reshapes and slices depend on the length: it is traced at full length.
-        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora, attention)
+        spec.rebuild = lambda other: build_export_spec(checkpoint, kind, other, layer_index, lora, attention,
+                                                       fp16_scale=fp16_scale)
     return spec
 
 

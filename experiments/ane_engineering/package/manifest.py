@@ -85,6 +85,8 @@ def manifest_for(checkpoint: Checkpoint, spec: ExportSpec, package_hash: dict, l
         "compression": None,
         "lora": spec.lora.to_json() if spec.lora else None,
         "attention": spec.attention,
+        # Only when the residual stream was rescaled (model/bc1s/stream_scale.py): unscaled manifests keep their fields.
+        **({"fp16_scale": spec.fp16_scale} if spec.fp16_scale is not None else {}),
     })
 
 

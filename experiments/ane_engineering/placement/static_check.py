@@ -16,11 +16,13 @@ from .rules import CATALOGUE, CheckContext, Rule
 LABEL = "prediction (static rules; not a Core ML compute plan)"
 
 
-def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE) -> dict:
-    """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report."""
-    ctx = CheckContext(program, spec)
+def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE, measured: dict | None = None) -> dict:
+    """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report. `measured`
+    (e.g. {"headroom": ...}) is what rules that need a measurement read (rules/context.py)."""
+    ctx = CheckContext(program, spec, measured=measured)
     checked = [rule for rule in rules if rule.check is not None]  # documented-only rules have no check
     severity = {rule.id: rule.severity for rule in checked}
+    placement = {rule.id for rule in checked if rule.placement}
     findings = []
     for rule in checked:
         findings.extend(rule.check(ctx))
@@ -28,7 +30,8 @@ def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CAT
     non_constant = {op.name: op.op_type for op in ctx.non_constant_ops}
     off: dict[str, dict] = {}
     for finding in findings:
-        if severity[finding.rule] != "error" or finding.op not in non_constant or is_const_like(finding.op_type):
+        if severity[finding.rule] != "error" or finding.op not in non_constant or is_const_like(finding.op_type) \
+                or finding.rule not in placement:
             continue
         entry = off.setdefault(finding.op, {"op": finding.op, "op_type": non_constant[finding.op], "rules": []})
         if finding.rule not in entry["rules"]:
@@ -50,6 +53,7 @@ def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CAT
         "predicted_off_ane_ops": list(off.values()),
         "predicted_ane_fraction": (n_ops - len(off)) / n_ops if n_ops else None,
         "spec_checked": spec is not None,
+        "measured": sorted(ctx.measured),
     }
 
 

@@ -5,6 +5,11 @@ Backend names (`choose_backend`, `BACKEND_CHOICES` for argparse):
     auto              Core ML on macOS (platform.system() == "Darwin", compute units CPU_AND_NE), mil elsewhere
     mil               MILExecutor, mode fp32-accumulate (fp16 storage, float32 accumulation); any platform
     mil-fp16-strict   MILExecutor, mode fp16-strict (every step rounded to fp16, sequential fp16 sums); slow
+    mil-ane           MILExecutor, mode ane: fp32-accumulate plus the Neural Engine's published cliffs of one chip
+                      family (commands: --ane-family pre-a16|a16, default pre-a16, the stricter; run/mil/cliffs.py).
+                      The family travels in the name: `backend_name("mil-ane", "a16")` is "mil-ane-a16", and
+                      "mil-ane" alone means pre-a16. After each predict, `last_cliff()` names the first op where a
+                      cliff fired (or None)
     coreml            Core ML, compute units CPU_AND_NE (the ANE target); macOS only
     coreml-cpu        Core ML, CPU_ONLY
     coreml-gpu        Core ML, CPU_AND_GPU
@@ -40,9 +45,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import HarnessError
-from .mil.numerics import FP16_STRICT, FP32_ACCUMULATE, MODES
+from .mil.cliffs import DEFAULT_FAMILY, FAMILIES
+from .mil.numerics import ANE, FP16_STRICT, FP32_ACCUMULATE, MODES
 
-BACKEND_CHOICES = ("auto", "mil", "mil-fp16-strict", "coreml", "coreml-cpu", "coreml-gpu", "coreml-all")
+BACKEND_CHOICES = ("auto", "mil", "mil-fp16-strict", "mil-ane", "coreml", "coreml-cpu", "coreml-gpu", "coreml-all")
+ANE_BACKEND = "mil-ane"
 COMPUTE_UNITS = ("CPU_AND_NE", "CPU_ONLY", "CPU_AND_GPU", "ALL")
 _COREML_NAMES = {"coreml": "CPU_AND_NE", "coreml-cpu": "CPU_ONLY", "coreml-gpu": "CPU_AND_GPU", "coreml-all": "ALL"}
 
@@ -119,23 +126,38 @@ class Backend(ABC):
     def close(self) -> None:
         self.loaded = None
 
+    def last_cliff(self) -> dict | None:
+        """The first op where a Neural Engine cliff fired in the last predict (mil-ane only; None elsewhere)."""
+        return None
+
+    def headroom(self, inputs_list, ane_family: str = DEFAULT_FAMILY):
+        """HeadroomReport (run/mil/headroom.py) of the loaded package on these inputs, or None when this backend
+        cannot look inside the program (Core ML)."""
+        return None
+
 
 class MILBackend(Backend):
-    """The numpy MIL executor (any platform). Modes: fp32-accumulate (default) and fp16-strict."""
+    """The numpy MIL executor (any platform). Modes: fp32-accumulate (default), fp16-strict and ane."""
 
-    def __init__(self, mode: str = FP32_ACCUMULATE, *, strict_chunk: int = 1, threads: int | None = None):
+    def __init__(self, mode: str = FP32_ACCUMULATE, *, strict_chunk: int = 1, threads: int | None = None,
+                 ane_family: str = DEFAULT_FAMILY):
         super().__init__()
         if mode not in MODES:
             raise BackendError(f"unknown mil mode {mode!r}; choose one of {MODES}")
+        if ane_family not in FAMILIES:
+            raise BackendError(f"unknown Neural Engine family {ane_family!r}; choose one of {', '.join(FAMILIES)}")
         self.mode = mode
         self.strict_chunk = strict_chunk
         self.threads = threads  # None: the CPUs this process may use
+        self.ane_family = ane_family
         self.name = "mil" if mode == FP32_ACCUMULATE else f"mil-{mode}"
 
     def load(self, package_path: str | Path) -> LoadedModel:
         from .mil.executor import MILExecutor
 
-        executor = MILExecutor(package_path, mode=self.mode, strict_chunk=self.strict_chunk, threads=self.threads)
+        # fp16-strict keeps the program so that headroom can be measured by an fp32-accumulate executor
+        executor = MILExecutor(package_path, mode=self.mode, strict_chunk=self.strict_chunk, threads=self.threads,
+                               ane_family=self.ane_family, keep_program=self.mode == FP16_STRICT)
         self.loaded = LoadedModel(
             backend=self.name, package_path=Path(package_path), handle=executor,
             input_names=executor.input_names, output_names=executor.output_names,
@@ -148,10 +170,26 @@ class MILBackend(Backend):
         executor = self._require_loaded().handle
         return executor.run(inputs, as_float32=True)
 
+    def last_cliff(self) -> dict | None:
+        executor = self._require_loaded().handle
+        return executor.last_run.get("ane_cliff")
+
+    def headroom(self, inputs_list, ane_family: str | None = None):
+        """Measured with this backend's executor, cliffs off (fp16-strict: a second, fp32-accumulate executor)."""
+        from .mil.executor import MILExecutor
+        from .mil.headroom import measure_headroom
+
+        executor = self._require_loaded().handle
+        if self.mode == FP16_STRICT:
+            executor = MILExecutor(executor.program, mode=FP32_ACCUMULATE, threads=self.threads)
+        return measure_headroom(executor, inputs_list, ane_family or self.ane_family)
+
     def describe(self) -> dict:
         out = {"backend": self.name, "mode": self.mode, **platform_facts()}
         if self.mode == FP16_STRICT:
             out["strict_chunk"] = self.strict_chunk
+        if self.mode == ANE:
+            out["ane_family"] = self.ane_family
         if self.loaded is not None:
             info = self.loaded.handle.describe()
             out["accumulation"] = info["accumulation"]
@@ -251,6 +289,26 @@ class CoreMLBackend(Backend):
             pass
 
 
+def backend_name(name: str, ane_family: str | None) -> str:
+    """The backend name a command passes on: mil-ane with its family ("mil-ane-a16"); --ane-family is refused with
+    any other backend (it would change nothing)."""
+    if ane_family is None:
+        return name
+    if name != ANE_BACKEND:
+        raise BackendError(f"--ane-family applies to --backend {ANE_BACKEND} only, not {name!r}")
+    if ane_family not in FAMILIES:
+        raise BackendError(f"unknown Neural Engine family {ane_family!r}; choose one of {', '.join(FAMILIES)}")
+    return f"{ANE_BACKEND}-{ane_family}"
+
+
+def add_ane_family_argument(parser) -> None:
+    """The --ane-family flag of every command that takes --backend."""
+    parser.add_argument("--ane-family", choices=FAMILIES, default=None,
+                        help=f"with --backend {ANE_BACKEND}: the Neural Engine generation whose published numeric "
+                             f"cliffs apply (run/mil/ane_cliffs.json): pre-a16 (M1/M2-era engines, every cliff; the "
+                             f"default, the stricter) or a16 (A16/M5, no width-offset slice cliff)")
+
+
 def resolve_backend_name(name: str | None) -> str:
     """'auto' / None -> the concrete name this platform uses."""
     if name is None or name == "auto":
@@ -269,6 +327,13 @@ def choose_backend(name: str | None = None, mode: str | None = None) -> Backend:
         return MILBackend(FP16_STRICT)
     if concrete == f"mil-{FP32_ACCUMULATE}":
         return MILBackend(FP32_ACCUMULATE)
+    if concrete == ANE_BACKEND or concrete.startswith(ANE_BACKEND + "-"):
+        family = concrete[len(ANE_BACKEND) + 1:] or DEFAULT_FAMILY
+        if family not in FAMILIES:
+            raise BackendError(f"unknown backend {name!r}: the Neural Engine family must be one of {', '.join(FAMILIES)}")
+        if mode not in (None, ANE):
+            raise BackendError(f"backend {concrete!r} fixes mode ane; got mode {mode!r}")
+        return MILBackend(ANE, ane_family=family)
     if concrete in _COREML_NAMES:
         if mode is not None:
             raise BackendError(f"mode {mode!r} applies to the mil backend only; {concrete!r} picks compute units by name")

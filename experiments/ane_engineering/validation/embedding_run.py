@@ -110,6 +110,13 @@ def validate_embedding_bucket(agent, length: int, golden_records: list[dict], re
         if progress:
             progress()
     failed = [r for r in records if not r["passed"]]
+    from ..package.inputs.device_inputs import embedding_inputs
+    from .gate_run import headroom_gate
+
+    config, tensors, layout = agent.checkpoint.config, agent.checkpoint.tensors, agent.layout(length)
+    headroom = headroom_gate(agent.backends[length].headroom(
+        {k: v.astype(np.float16) for k, v in embedding_inputs(config, tensors, r["input_ids"], length, layout).items()}
+        for r in golden_records if len(r["input_ids"]) <= length))
 
     def extreme(key, pick):
         """The worst value over the texts; None if there is none or any text has none (a non-finite output)."""
@@ -127,8 +134,9 @@ def validate_embedding_bucket(agent, length: int, golden_records: list[dict], re
         "repeats": {"calls": repeats if evaluated else 0, "mismatches": mismatches, "identical": not mismatches},
         "failed_texts": [{"id": r["id"], "gates": r["failed_gates"]} for r in failed],
         "texts": records,
+        "headroom": headroom,  # the Neural Engine headroom gate (gate_run.headroom_gate), over the evaluated texts
         "passed": bool(records) and not failed and not mismatches and ranking is not None and ranking["passed"]
-        and ranking["similarity_passed"],
+        and ranking["similarity_passed"] and headroom["passed"] is not False,
     }
 
 
@@ -147,6 +155,8 @@ def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], re
         if result["ranking"] is not None and not result["ranking"]["similarity_passed"]:
             reasons.append(f"L{length}: a similarity moved by {result['ranking']['max_similarity_error']:.6f} > "
                            f"{gates.SIMILARITY_ERROR_MAX}")
+        if result["headroom"]["passed"] is False:
+            reasons.append(f"L{length}: {result['headroom']['reason']}")
         if result["ranking"] is not None and not result["ranking"]["passed"]:
             reasons.append(f"L{length}: {result['ranking']['resolved_pairs_swapped']} resolved pair(s) of the "
                            f"similarity ranking swapped, e.g. {result['ranking']['examples'][:1]}")
@@ -159,6 +169,7 @@ def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], re
         "reasons": reasons,
         "gates": {"similarity_error_max": gates.SIMILARITY_ERROR_MAX, "cosine_min": gates.EMBEDDING_COSINE_MIN,
                   "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND, "repeats": repeats,
+                  "headroom_min": gates.HEADROOM_MIN,
                   "rules": RULES},
         "summary": {str(length): {k: v for k, v in result.items() if k != "texts"} for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},

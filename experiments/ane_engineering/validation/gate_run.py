@@ -4,6 +4,12 @@ Per bucket: every fixture question that fits is run through the ANEAgent on that
 its golden record; questions that do not fit are listed as skipped and unvalidated, never counted as passed. Then
 repeated calls must give identical public outputs, and with several buckets a question that fits several of them
 must get the same decisions from each.
+
+Neural Engine headroom (core/gates.py HEADROOM_MIN): per bucket, every op's largest |output| over the evaluated
+questions against the cliff that op faces (run/mil/headroom.py, measured with the mil executor whatever the backend
+that ran the questions, when that backend is a mil one); a minimum below the gate fails the bucket, naming the op.
+On a Core ML backend nothing can look inside the compiled program: the headroom is reported as not measured.
+With the mil-ane backend, each question whose run met a cliff records the first op where it fired (`ane_cliff`).
 """
 
 from __future__ import annotations
@@ -75,8 +81,38 @@ def non_finite_record(encoded, golden: dict, error: NonFiniteOutputError) -> dic
     }
 
 
-def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None) -> dict:
+def _cliff_text(cliff: dict) -> str:
+    return (f"first Neural Engine cliff at op {cliff['op']!r} ({cliff['type']}): {cliff['cliff']} "
+            f"(|x| > {cliff['cliff_value']:g}) fired on {cliff['value']:g}")
+
+
+def headroom_gate(report) -> dict:
+    """The headroom gate of one bucket: passed, and the reason naming the op when it fails (None: not measured)."""
+    if report is None:
+        return {"measured": False, "passed": None, "reason": "the backend runs Core ML: no op values to measure"}
+    doc = report.to_json()
+    low = doc["minimum"]
+    passed = low is None or doc["minimum_headroom"] is None or doc["minimum_headroom"] >= gates.HEADROOM_MIN
+    reason = None
+    if not passed:
+        value = "non-finite" if low["non_finite"] else f"max |value| {low['max_abs']:g}"
+        reason = (f"headroom gate: minimum headroom {doc['minimum_headroom']:.3g}x < {gates.HEADROOM_MIN:g}x at op "
+                  f"{low['op']!r} ({low['type']}, {value} against {low['cliff']} {low['cliff_value']:g})")
+    return {"measured": True, "passed": bool(passed), "reason": reason, "headroom_min": gates.HEADROOM_MIN, **doc}
+
+
+def _headroom_summary(gate: dict) -> dict:
+    low = gate.get("minimum") or {}
+    return {"measured": gate["measured"], "passed": gate["passed"], "minimum_headroom": gate.get("minimum_headroom"),
+            "op": low.get("op"), "type": low.get("type"), "cliff": low.get("cliff")}
+
+
+def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict, repeats: int, progress=None,
+                    measure_headroom: bool = True) -> dict:
+    """One bucket's records, repeats and (unless `measure_headroom` is False: a caller that measures it once
+    elsewhere) its headroom gate."""
     records, skipped, public = [], [], {}
+    backend = agent.backends[length]
     for question in questions:
         encoded = agent.encode(question)
         if encoded.num_tokens > length:
@@ -85,12 +121,24 @@ def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict,
         try:
             decision, _ = agent.decide_encoded(encoded, length)
         except NonFiniteOutputError as error:
-            records.append(non_finite_record(encoded, golden_by_id[question.id], error))
+            record = non_finite_record(encoded, golden_by_id[question.id], error)
+            cliff = backend.last_cliff()
+            if cliff is not None:
+                record["failed_gates"] = [f"{record['failed_gates'][0]} ({_cliff_text(cliff)})"]
         else:
-            records.append(compare(decision, golden_by_id[question.id]))
+            record = compare(decision, golden_by_id[question.id])
             public[question.id] = (encoded, decision.public)
+            cliff = backend.last_cliff()
+        if cliff is not None:
+            record["ane_cliff"] = cliff
+        records.append(record)
         if progress:
             progress()
+    evaluated_inputs = (agent.device_inputs(e.input_ids, e.token_types, e.marker_positions, length)
+                        for e in (agent.encode(q) for q in questions) if e.num_tokens <= length)
+    headroom = (headroom_gate(backend.headroom(({k: v.astype(np.float16) for k, v in i.items()}
+                                                for i in evaluated_inputs)))
+                if measure_headroom else {"measured": False, "passed": None, "reason": "not asked for"})
     # Repeated calls: round-robin over the evaluated questions; every public output must be identical.
     mismatches = []
     evaluated = list(public)
@@ -120,7 +168,9 @@ def validate_bucket(agent: ANEAgent, length: int, questions, golden_by_id: dict,
         "repeats": {"calls": repeats if evaluated else 0, "mismatches": mismatches, "identical": not mismatches},
         "failed_questions": [{"id": r["id"], "gates": r["failed_gates"]} for r in failed],
         "questions": records,
-        "passed": bool(records) and not failed and not mismatches,
+        "ane_cliffs": sum(1 for r in records if "ane_cliff" in r),
+        "headroom": headroom,
+        "passed": bool(records) and not failed and not mismatches and headroom["passed"] is not False,
     }
 
 
@@ -164,6 +214,8 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
             reasons.append(f"L{length} {failure['id']}: " + "; ".join(failure["gates"]))
         if result["repeats"]["mismatches"]:
             reasons.append(f"L{length}: {len(result['repeats']['mismatches'])} repeated call(s) changed the public output")
+        if result["headroom"]["passed"] is False:
+            reasons.append(f"L{length}: {result['headroom']['reason']}")
     consistency = cross_bucket(buckets) if len(buckets) > 1 else None
     if consistency and not consistency["passed"]:
         reasons += [f"cross-bucket: {d['id']} decides differently {d['by_length']}" for d in consistency["disagreements"]]
@@ -172,9 +224,12 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
         "passed": not reasons,
         "reasons": reasons,
         "gates": {"probability_error_max": gates.PROBABILITY_ERROR_MAX, "repeats": repeats,
+                  "headroom_min": gates.HEADROOM_MIN,
                   "rules": "argmax decision and action match; calibrated and action probability errors <= max; "
-                           "finite; token usage unchanged; repeated public outputs identical"},
-        "summary": {str(length): {k: v for k, v in result.items() if k not in ("questions",)}
+                           "finite; token usage unchanged; repeated public outputs identical; Neural Engine "
+                           "headroom >= headroom_min on every op (mil backends)"},
+        "summary": {str(length): {**{k: v for k, v in result.items() if k not in ("questions", "headroom")},
+                                  "headroom": _headroom_summary(result["headroom"])}
                     for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},
         "cross_bucket": consistency,

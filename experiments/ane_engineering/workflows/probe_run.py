@@ -2,6 +2,10 @@
 
 Writes DIR/model.mlpackage, DIR/manifest.json and DIR/probe.json, built in a staging sibling and renamed into place
 only when all three are written (see staging.py).
+
+probe.json's `headroom` is the package's Neural Engine headroom on its golden inputs (validation/headroom_inputs.py:
+every op's largest |output| against the cliff it faces, pre-A16 cliffs), gated by core/gates.py HEADROOM_MIN; the
+static rules see it too (placement/rules/numerics.py: a width-offset slice that can reach the pre-A16 slice cliff).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ..package.manifest import PACKAGE_NAME, manifest_for, write_manifest
 from ..package.layout_check import layout_check
 from ..package.package_hash import package_content_hash
 from ..core.staging import staged_directory
+from ..validation.headroom_inputs import package_headroom
 
 PROBE_NAME = "probe.json"
 
@@ -49,7 +54,7 @@ def mil_op_counts(program) -> dict:
     return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants, "constant": constants}
 
 
-def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple[dict, dict]:
+def placement_report(package: Path, require_ane: bool, allow: set[str], measured: dict | None = None) -> tuple[dict, dict]:
     """Static rules (always) and, on macOS, Core ML's compute plan. The gate fails on any static rule error: a
     program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
     in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
@@ -58,7 +63,7 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
     from ..placement.static_check import check_program, program_errors, require_ane_gate
 
     loaded = load_program(package)
-    static = check_program(loaded.program, loaded.spec)
+    static = check_program(loaded.program, loaded.spec, measured=measured)
     plan = compute_plan(package)
     errors = program_errors(static)
     reasons = [f"static rule {f['rule']} on {f['op']}: {f['detail']}" for f in errors[:5]]
@@ -78,22 +83,35 @@ def placement_report(package: Path, require_ane: bool, allow: set[str]) -> tuple
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
               require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
-              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE) -> dict:
+              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE, fp16_scale: int | str | None = None) -> dict:
     """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails.
-    `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket)."""
-    progress = Progress("probe", 6, show_progress)
+    `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket).
+    `fp16_scale`: None (no rescaling), an exponent K, or "auto" (fp16_scale_choice.py picks K by measured headroom)."""
+    progress = Progress("probe", 8 if fp16_scale == "auto" else 7, show_progress)
     with staged_directory(output) as staging:
         progress(f"building the {kind} module at length {length} from {checkpoint.source} (attention {attention})")
         chosen = requested_layout(attention, tile)
         model, choice = None, {"requested": attention}
         rss_before = peak_rss_bytes()
         started = time.perf_counter()
+        exponent = None if fp16_scale == "auto" else fp16_scale
         if chosen is None:  # auto: convert both layouts and keep the one predicted faster
             chosen, choice, model = choose_layout(
                 checkpoint, kind, length, tile,
-                build=lambda layout: build_export_spec(checkpoint, kind, length, layer_index, lora, layout),
+                build=lambda layout: build_export_spec(checkpoint, kind, length, layer_index, lora, layout, exponent),
                 convert=convert)
-        spec = build_export_spec(checkpoint, kind, length, layer_index, lora, chosen)
+        scale_choice = None
+        if fp16_scale == "auto":  # convert at increasing K until the measured headroom clears the gate's margin
+            from .fp16_scale_choice import choose_exponent
+
+            progress("choosing --fp16-scale by measured headroom on the golden inputs")
+            exponent, scale_choice, model = choose_exponent(
+                checkpoint, kind, length, chosen,
+                build=lambda k: build_export_spec(checkpoint, kind, length, layer_index, lora, chosen, k),
+                convert=convert)
+        spec = build_export_spec(checkpoint, kind, length, layer_index, lora, chosen, exponent)
+        if scale_choice is not None:
+            spec.fp16_scale = {**spec.fp16_scale, "requested": "auto", "choice": scale_choice}
         if spec.attention is not None:
             spec.attention = {**spec.attention, "choice": choice}
         progress("layout check: BC1S vs reference in FP32")
@@ -112,14 +130,18 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
         index = layer_index if kind in ("mlp", "layer") else None
         manifest = manifest_for(checkpoint, spec, content_hash, index)
         write_manifest(staging, manifest)
+        progress("Neural Engine headroom on the golden inputs (mil executor)")
+        headroom = package_headroom(package, checkpoint, kind, length, chosen, lora)
         progress("placement: static ANE rules" + (" and MLComputePlan" if sys.platform == "darwin" else ""))
-        placement, gate = placement_report(package, require_ane, set(allow))
+        placement, gate = placement_report(package, require_ane, set(allow),
+                                           {"headroom": headroom} if headroom["measured"] else None)
         progress("writing probe.json")
-        checks_passed = layout["passed"] and gate["passed"]
+        checks_passed = layout["passed"] and gate["passed"] and headroom["passed"] is not False
         report = {
             "format": "ane-engineering/probe/1",
             "kind": kind, "length": length, "layer_index": index, "lora": lora.to_json() if lora else None,
             "attention": spec.attention,
+            **({"fp16_scale": spec.fp16_scale} if spec.fp16_scale is not None else {}),
             "source": checkpoint.hashes,
             "package_sha256": content_hash["sha256"],
             "layout_check": layout,
@@ -129,6 +151,7 @@ def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, laye
                        "peak_rss_note": "process-wide peak (ru_maxrss), including loading the checkpoint"},
             "placement": placement,
             "ane_gate": gate,
+            "headroom": headroom,
             "machine": machine(),
             "tools": manifest["tools"],
             "harness": manifest["harness"],

@@ -10,6 +10,7 @@ them by number:
     op_types.py        the op allow-list (op_sets.py) and the op families predicted off the ANE
     op_forms.py        native einsums, softmax axis, dense-as-conv, dilation, GELU form, concat, baked weights
     precision.py       fp16 compute, casts, the fp16 interface, constants fp16 cannot hold
+    numerics.py        published Neural Engine cliffs the measured headroom says the program can reach
     not_applicable.py  Orion constraints a Core ML package cannot violate (no check)
 
 A new rule is one decorated check in the module of its concept. What the checks see is context.py;
@@ -18,7 +19,7 @@ placement/static_check.py runs the catalogue and labels the result as a predicti
 
 from __future__ import annotations
 
-from . import dynamic_shapes, layout, not_applicable, op_forms, op_types, precision  # noqa: F401 - registers the rules
+from . import dynamic_shapes, layout, not_applicable, numerics, op_forms, op_types, precision  # noqa: F401 - registers the rules
 from .context import CheckContext, TensorRef
 from .op_sets import ANE_OP_ALLOWLIST
 from .registry import (

@@ -74,11 +74,14 @@ def tensor_info(var) -> tuple[tuple, str, int] | None:
 
 
 class CheckContext:
-    """A PyMIL program (its "main" function) and, optionally, the model spec it came with."""
+    """A PyMIL program (its "main" function) and, optionally, the model spec it came with and what was measured
+    running it (`measured`: {"headroom": the JSON of run/mil/headroom.py's HeadroomReport}; rules that need a
+    measurement find nothing without it)."""
 
-    def __init__(self, program, spec=None, function: str = "main"):
+    def __init__(self, program, spec=None, function: str = "main", measured: dict | None = None):
         self.program = program
         self.spec = spec
+        self.measured = measured or {}
         functions = program.functions
         self.function = functions[function] if function in functions else next(iter(functions.values()))
         self.operations = list(walk_operations(self.function))

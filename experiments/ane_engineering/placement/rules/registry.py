@@ -22,6 +22,10 @@ constraints it says whether the constraint applies to a Core ML package:
     "not applicable"  documented only: kept in the catalogue so the Orion list is complete, with no check and no
                       severity (a Core ML package cannot violate it; `reason` says why).
 
+`placement=False` marks a rule whose errors are about the values the program computes on the Neural Engine, not about
+where an op runs (numerics.py): its error findings fail the probe as program errors and never enter the
+predicted-off-ANE list.
+
 Ids are "ANE-R<two digits>-<slug>"; the catalogue lists rules by number, whichever module registered them.
 """
 
@@ -72,6 +76,7 @@ class Rule:
     orion: Orion | None
     check: Callable[..., list] | None = field(compare=False, repr=False)  # check(ctx) -> [Finding]
     note: str = ""
+    placement: bool = True  # False: an error is a wrong value on the device, not an op predicted off it
 
     def __post_init__(self):
         if not RULE_ID.fullmatch(self.id):
@@ -94,7 +99,8 @@ class Rule:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "statement": self.statement, "source": self.source, "severity": self.severity,
-                "orion": self.orion.to_dict() if self.orion else None, "note": self.note}
+                "orion": self.orion.to_dict() if self.orion else None, "note": self.note,
+                **({} if self.placement else {"placement": False})}
 
 
 RULES: dict[str, Rule] = {}  # id -> Rule, filled by the check modules as they are imported
@@ -108,10 +114,12 @@ def _add(new: Rule) -> Rule:
     return new
 
 
-def rule(rule_id: str, *, statement: str, source: str, severity: str, orion: Orion | None = None, note: str = ""):
+def rule(rule_id: str, *, statement: str, source: str, severity: str, orion: Orion | None = None, note: str = "",
+         placement: bool = True):
     """Decorator: register `check(ctx, rule_id) -> [Finding]` as rule `rule_id`; returns the check unchanged."""
     def deco(check: Callable) -> Callable:
-        _add(Rule(rule_id, statement, source, severity, orion, functools.partial(check, rule_id=rule_id), note))
+        _add(Rule(rule_id, statement, source, severity, orion, functools.partial(check, rule_id=rule_id), note,
+                  placement))
         return check
     return deco
 

@@ -44,3 +44,5 @@ SRC_CAST_MEASURED = ("measured with coremltools 9.0 on Linux by this project: th
                      "(tests/test_probe.py::test_baseline_export_shows_its_violations)")
 SRC_EINSUM_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the per-head einsums of the exported "
                        "BC1S body stay native MIL einsums (tests/test_ane_rules.py::test_tiny_bc1s_body_has_no_violations)")
+SRC_ANEFORGE_CLIFFS = ("sbryngelson/ANEForge, docs/numeric-cliffs.md (measured on M2 Pro and M5; values and statements in "
+                       "run/mil/ane_cliffs.json), https://github.com/sbryngelson/ANEForge/blob/main/docs/numeric-cliffs.md")

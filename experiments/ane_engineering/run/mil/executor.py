@@ -24,7 +24,14 @@ Accumulation precision (`mode`, see numerics.py for the exact definitions):
 - "fp32-accumulate" (default): each op converts its fp16 inputs to float32, computes in float32 (float32 BLAS for
   conv/matmul/linear/einsum dot products, float32 reductions) and rounds its output once to fp16;
 - "fp16-strict": every elementary step inside an op is rounded to fp16 and every dot product and reduction is
-  accumulated sequentially in fp16 (a pessimistic bound; O(K) numpy calls per dot product, so slow at full size).
+  accumulated sequentially in fp16 (a pessimistic bound; O(K) numpy calls per dot product, so slow at full size);
+- "ane": fp32-accumulate plus the Neural Engine's published cliffs of one chip family (`ane_family`, cliffs.py): a
+  cliff that fires turns the op's values into +/-inf (or rounds a reduce_sum total) and `last_run["ane_cliff"]`
+  names the first op where one fired (name, type, output, cliff, the value), or is None.
+
+Hooks: `run(inputs, inspect=...)` calls `inspect(node, args, values)` after every run-time op (constants and folded ops
+excluded) with the op's inputs and its stored outputs; headroom.py measures per-op magnitudes with it.
+`run(..., apply_cliffs=False)` runs an `ane` executor without its cliffs (the values an fp32-accumulate run gives).
 
 Speed: conv/matmul/einsum products are float32 BLAS calls (1x1 conv = (Cout x Cin) @ (Cin x L) against a float32
 weight matrix cached at load; per-head einsums = one matmul each); fp16 <-> fp32 conversion and the fused fp16
@@ -58,7 +65,8 @@ from ...core.errors import HarnessError
 from ...core.limits import MAX_LOOP_ITERATIONS, value_bound
 from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
 from .ops.control_flow import LoopBudget, LoopLimitError
-from .numerics import FP32_ACCUMULATE, MODES, Numerics, cast_to
+from .cliffs import DEFAULT_FAMILY, AneCliffs
+from .numerics import ANE, FP32_ACCUMULATE, MODES, Numerics, cast_to
 from ...package.mil.load import LoadedProgram, load_program
 from ...package.mil.tensors import static_shape, var_dtype
 from ...package.mil.walk import walk_operations
@@ -186,9 +194,11 @@ class MILExecutor:
     def __init__(self, package: str | Path | LoadedProgram, mode: str = FP32_ACCUMULATE, *,
                  strict_chunk: int = 1, function_name: str | None = None, keep_program: bool = False,
                  registry: dict[str, OpDef] | None = None, threads: int | None = None,
-                 max_loop_iterations: int = MAX_LOOP_ITERATIONS, max_loop_bytes: int | None = None):
+                 max_loop_iterations: int = MAX_LOOP_ITERATIONS, max_loop_bytes: int | None = None,
+                 ane_family: str = DEFAULT_FAMILY):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+        self.cliffs = AneCliffs(ane_family) if mode == ANE else None  # checks the family before any loading
         self._loop_budget = LoopBudget(max_loop_iterations,
                                        value_bound() if max_loop_bytes is None else max_loop_bytes)
         started = time.perf_counter()
@@ -246,6 +256,8 @@ class MILExecutor:
         self._consts: dict[int, Any] = {}
         self.n_folded = 0
         self._env: list[Any] = []  # the running call's values; nested blocks read and write it
+        self._cliffs_on = False  # set per run: mode ane and apply_cliffs
+        self._inspect = None
         self._steps = self._compile(operations, slot_of, new_slot, iter(range(1 << 62)), "")
 
         self._output_slots = {}
@@ -344,6 +356,10 @@ class MILExecutor:
         for param, items in step.tuple_args:
             args[param] = [env[v] if is_slot else v for is_slot, v in items]
         values = self._call(step.node, step.handler, args)
+        if self._cliffs_on:
+            values = self.cliffs.apply(step.node, args, values)
+        if self._inspect is not None:
+            self._inspect(step.node, args, values)
         del args
         for s, v in zip(step.out_slots, values):
             env[s] = v
@@ -429,12 +445,23 @@ class MILExecutor:
         return out
 
     def run(self, inputs: dict, *, as_float32: bool = False,
-            observe: Callable[[str, str, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
+            observe: Callable[[str, str, np.ndarray], None] | None = None,
+            inspect: Callable[[OpNode, dict, list], None] | None = None,
+            apply_cliffs: bool = True) -> dict[str, np.ndarray]:
         """Run the program. `observe(op_type, value_name, value)`, if given, sees every value as it is produced
-        (for debugging and layer-by-layer comparisons; it must not keep references if memory matters)."""
+        (for debugging and layer-by-layer comparisons; it must not keep references if memory matters);
+        `inspect(node, args, values)` sees every run-time op with its inputs and outputs; `apply_cliffs=False`
+        leaves out an `ane` executor's cliffs for this run."""
         feeds = self.check_inputs(inputs)
-        with _single_threaded_blas():
-            return self._run(feeds, as_float32, observe)
+        self._cliffs_on = self.cliffs is not None and apply_cliffs
+        self._inspect = inspect
+        if self.cliffs is not None:
+            self.cliffs.reset()
+        try:
+            with _single_threaded_blas():
+                return self._run(feeds, as_float32, observe)
+        finally:
+            self._cliffs_on, self._inspect = False, None
 
     def _run(self, feeds, as_float32, observe):
         started = time.perf_counter()
@@ -474,6 +501,11 @@ class MILExecutor:
             "live_after_run": [self._slot_names[s] for s, v in enumerate(env) if v is not None],
             "steps": len(self._steps),
         }
+        if self.cliffs is not None:
+            self.last_run["ane_family"] = self.cliffs.family
+            self.last_run["cliffs_applied"] = self._cliffs_on
+            self.last_run["ane_cliff"] = self.cliffs.first
+            self.last_run["ane_cliffs_fired"] = dict(self.cliffs.fired)
         return outputs
 
     predict = run
@@ -521,6 +553,7 @@ class MILExecutor:
         return {
             "executor": "mil",
             **self.num.describe(),
+            **(self.cliffs.describe() if self.cliffs is not None else {}),
             "storage": "each op output stored in its declared dtype (fp16 for FP16 programs)",
             "package": str(self.package_path),
             "function": self.function_name,

@@ -29,6 +29,14 @@ fp16-strict
     A few composite ops compute in float32 and round once even in this mode, each saying so in its handler:
     bilinear interpolation (upsample/resize/crop_resize/resample/affine), local_response_norm's power, the
     comparisons of non_maximum_suppression.
+
+ane
+    The arithmetic of fp32-accumulate, plus the Neural Engine's published numeric cliffs for one chip family
+    (`MILExecutor(mode="ane", ane_family=...)`, family "pre-a16" or "a16"): after each run-time op, cliffs.py's
+    `AneCliffs.apply` turns a matmul-class output above the matmul cliff, and (pre-A16) a width-offset slice's values
+    above the slice cliff, into +/-inf, rounds a float32 reduce_sum total to the FP16 grid, and records the first op
+    where a cliff fired. The values and their sources are in ane_cliffs.json. It models what was measured, no more:
+    the device's own accumulation order and its transcendental approximations are not modelled.
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ from .kernels import parallel_for, to_float16, to_float32
 
 FP32_ACCUMULATE = "fp32-accumulate"
 FP16_STRICT = "fp16-strict"
-MODES = (FP32_ACCUMULATE, FP16_STRICT)
+ANE = "ane"  # fp32-accumulate arithmetic plus the Neural Engine's cliffs (executor.py applies them, cliffs.py)
+MODES = (FP32_ACCUMULATE, FP16_STRICT, ANE)
 
 
 def cast_to(x, dtype: np.dtype, threads: int = 1) -> np.ndarray:
@@ -78,6 +87,8 @@ class Numerics:
                                    if self.strict_chunk > 1 else "sequential fp16, every product and partial sum rounded")
         else:
             out["accumulation"] = "float32 (BLAS sgemm for dot products, float32 reductions); each op output rounded to fp16"
+        if self.mode == ANE:
+            out["cliffs"] = "the Neural Engine's published numeric cliffs (run/mil/ane_cliffs.json) applied after each op"
         return out
 
     def f(self, x):

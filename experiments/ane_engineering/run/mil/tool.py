@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.limits import MAX_LOOP_ITERATIONS
+from .cliffs import DEFAULT_FAMILY
 from .numerics import FP32_ACCUMULATE
 from .predictor import package_path  # noqa: F401 - part of this module's API
 
@@ -111,11 +112,11 @@ def outputs_as_arrays(outputs: dict) -> dict[str, np.ndarray]:
 
 
 def load_executor(path: Path, mode: str = FP32_ACCUMULATE, function_name: str | None = None,
-                  max_loop_iterations: int = MAX_LOOP_ITERATIONS):
+                  max_loop_iterations: int = MAX_LOOP_ITERATIONS, ane_family: str = DEFAULT_FAMILY):
     from .executor import MILExecutor
 
     return MILExecutor(package_path(path), mode=mode, function_name=function_name,
-                       max_loop_iterations=max_loop_iterations)
+                       max_loop_iterations=max_loop_iterations, ane_family=ane_family)
 
 
 def run_package(path: Path, inputs: dict, mode: str = FP32_ACCUMULATE, function_name: str | None = None,
