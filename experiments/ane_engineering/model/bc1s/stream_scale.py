@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 from torch import nn
 
 from ..layers import ModelInputError
