@@ -14,8 +14,8 @@ import torch
 from experiments.ane_engineering.core.buckets import MASK_BIAS
 from experiments.ane_engineering.core.staging import OutputExistsError
 from experiments.ane_engineering.evidence import fp16_range
-from experiments.ane_engineering.evidence.fp16_range import (FP16_MAX, RangeRecorder, clamp_recommendations,
-                                                             column_max_abs, needs_clamp, range_report)
+from experiments.ane_engineering.evidence.fp16_range import FP16_MAX, clamp_recommendations, needs_clamp, range_report
+from experiments.ane_engineering.evidence.range_recorder import RangeRecorder, column_max_abs
 
 # Every bucket, few questions: L96 spans the fixture (evenly spaced), plus the 147-token and one 1,024-token input.
 QUICK = {96: 6, 192: 1, 1024: 1}
