@@ -157,8 +157,9 @@ def section_changes(ledger: Ledger, emb: Path, dec: Path, tiny: Path) -> list[st
         f"encoder's residual sums entering the FFN LayerNorm reach "
         f"{real_range.fig(*groups, 'encoder.mlp_norm.input', 'max_abs_valid', fmt='.4g')}, carried by a few outlier "
         f"channels (the largest {real_range.fig(*groups, 'encoder.mlp_norm.input', 'max_top_to_median', fmt='.1f')} "
-        "times the median channel), and put the layer norm's FP16 squared deviation in the 'near' band: the first "
-        "hazard trained weights bring, invisible on random ones.",
+        "times the median channel): the large activations trained weights bring, invisible on random ones. The "
+        "layer norm's FP16 squared deviation is recorded beside them for information only: no source establishes "
+        "it as a Neural Engine hazard (ANE_MATH.md, \"10. FP16 range, the Neural Engine's cliffs and headroom\").",
         f"- Palettization: on `builtin:tiny` `w8-kmeans-g32` passed the decision gates (calibrated error "
         f"{tiny_sweep.fig(*tiny_w8, 'max_calibrated_error', fmt='.5f')}); on the trained encoder it fails them "
         f"({dec_sweep.fig(*w8, 'max_calibrated_error', fmt='.5f')}), and "
