@@ -110,8 +110,8 @@ def cpu_seconds_at_least(seconds: float):
 
 @pytest.mark.parametrize("sig, point, extra", [
     (signal.SIGTERM, handlers_installed, 0.0),  # while the command's modules import
-    (signal.SIGTERM, after_line(r"\[probe 3/6\] tracing and converting"), 0.5),  # torch's tracer / coremltools
-    (signal.SIGTERM, after_line(r"\[probe 5/6\] placement"), 0.0),
+    (signal.SIGTERM, after_line(r"\[probe 3/\d+\] tracing and converting"), 0.5),  # torch's tracer / coremltools
+    (signal.SIGTERM, after_line(r"\[probe \d+/\d+\] placement"), 0.0),
 ])
 def test_probe_stopped_publishes_nothing(tmp_path, sig, point, extra):
     stop_command(tmp_path, ["probe", "--kind", "body", "--length", "96", "--attention", "dense", "--output", "out"],

@@ -126,3 +126,19 @@ def test_weights_are_checked():
         ke.palettize_groups(group, 4, weights=-np.ones((2, 64)))
     with pytest.raises(ValueError, match="shape"):
         ke.palettize_groups(group, 4, weights=np.ones((2, 63)))
+
+
+def test_saved_sensitivities_are_the_same_bytes_every_time(tmp_path):
+    """A sweep records the sensitivities file by hash, and `sweep --executor ray` must match the local sweep byte
+    for byte: saving the same sensitivities must give the same file. (safetensors writes its metadata map in no
+    fixed order; with more than one metadata entry, eight saves all agreeing would be a 1-in-128 accident.)"""
+    from experiments.ane_engineering.package.palettize.sensitivity import Sensitivities
+
+    rng = np.random.default_rng(0)
+    arrays = {f"w{i}": rng.random((4, 3, 1, 1)).astype(np.float32) for i in range(3)}
+    sensitivities = Sensitivities(arrays, {name: f"{i:064x}" for i, name in enumerate(arrays)},
+                                  {"method": "fisher", "calibration": {"inputs": 3, "sha256": "0" * 64}})
+    hashes = {sensitivities.save(tmp_path / f"s{i}.safetensors") for i in range(8)}
+    assert len(hashes) == 1
+    loaded = Sensitivities.load(tmp_path / "s0.safetensors")
+    assert loaded.digests == sensitivities.digests and set(loaded.arrays) == set(arrays)

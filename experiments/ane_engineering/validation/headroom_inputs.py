@@ -43,6 +43,8 @@ def golden_inputs(checkpoint: Checkpoint, kind: str, length: int, layout: Attent
     (None, reason) for kinds without them."""
     if kind not in MEASURED_KINDS:
         return None, f"a {kind} package reads hidden states that no golden file holds"
+    if checkpoint.tokenizer is None:  # the golden inputs are tokenized texts; validation refuses such a checkpoint
+        return None, f"{checkpoint.source} has no tokenizer.json, so no golden inputs can be made from it"
     config, tensors = checkpoint.config, checkpoint.tensors
     extra = {}
     if lora is not None:

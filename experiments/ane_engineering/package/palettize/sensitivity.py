@@ -118,6 +118,9 @@ def _fp16_digest(value: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float16)).tobytes()).hexdigest()
 
 
+METADATA_KEY = "ane_engineering_sensitivities"  # the one safetensors metadata entry (see Sensitivities.save)
+
+
 class Sensitivities:
     """Per-const sensitivity arrays (the const's shape), looked up by `__call__(const_name, value)` as
     fast_palettizer's `sensitivities` hook wants; a const that is not a conv weight of the module gets None.
@@ -139,14 +142,17 @@ class Sensitivities:
         return array
 
     def save(self, path: Path) -> str:
-        """Write the arrays (float32) with the digests and record as metadata; returns the file's SHA-256."""
+        """Write the arrays (float32) with the digests and record as metadata; returns the file's SHA-256.
+
+        One metadata entry, not two: safetensors writes its metadata map in no fixed order, so two entries made the
+        same sensitivities give files of different bytes (and hashes) from run to run."""
         import json
 
         from safetensors.numpy import save_file
 
         record = {k: v for k, v in self.record.items() if k != "seconds"}  # the file holds no measured time
         save_file({k: v.astype(np.float32) for k, v in self.arrays.items()}, str(path),
-                  metadata={"digests": json.dumps(self.digests), "record": json.dumps(record, sort_keys=True)})
+                  metadata={METADATA_KEY: json.dumps({"digests": self.digests, "record": record}, sort_keys=True)})
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
     @classmethod
@@ -158,9 +164,10 @@ class Sensitivities:
 
         with safe_open(str(path), framework="numpy") as handle:
             metadata = handle.metadata()
-        record = json.loads(metadata["record"])
+        stored = json.loads(metadata[METADATA_KEY])
+        record = stored["record"]
         record["file_sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        return cls(load_file(str(path)), json.loads(metadata["digests"]), record)
+        return cls(load_file(str(path)), stored["digests"], record)
 
 
 def fisher_sensitivities(checkpoint, kind: str, length: int, calibration: Path | None = None,
