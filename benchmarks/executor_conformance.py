@@ -54,10 +54,13 @@ def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
     return files
 
 
-def run_file(path: Path, report: Path, timeout: float, sample_every: int) -> dict:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "--mil-report",
-               str(report), "--mil-sample-every", str(sample_every), "-o", "addopts=", "--rootdir",
-               str(path.parent.parent), str(path)]
+def run_file(path: Path, report: Path, timeout: float, sample_every: int, sample_offset: int = 0,
+             macos_version: str = "15.0") -> dict:
+    # -c: this checkout's pytest settings (its `pythonpath`), not those of a pyproject.toml above the installed suite
+    command = [sys.executable, "-m", "pytest", "-q", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+               "-p", PLUGIN, "--mil-report",
+               str(report), "--mil-sample-every", str(sample_every), "--mil-sample-offset", str(sample_offset),
+               "--mil-macos-version", macos_version, "-o", "addopts=", "--rootdir", str(path.parent.parent), str(path)]
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
@@ -171,9 +174,17 @@ def main(argv=None) -> int:
     parser.add_argument("--file-timeout", type=float, default=3600.0, help="seconds before one file is stopped")
     parser.add_argument("--sample-every", type=int, default=1,
                         help="run every Nth case of each test function (1 = all); the rest count as not_sampled")
+    parser.add_argument("--sample-offset", type=int, default=0,
+                        help="with --sample-every N: run the cases at index K, K+N, ... of each test function "
+                             "(0 <= K < N); offsets 0..N-1 together cover every case")
+    parser.add_argument("--macos-version", default="15.0",
+                        help="the macOS version the plugin reports to coremltools (coremltools skips some cases "
+                             "below 15.2)")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="start no new file after this many seconds; files not started are listed")
     args = parser.parse_args(argv)
+    if args.sample_every < 1 or not 0 <= args.sample_offset < args.sample_every:
+        parser.error(f"--sample-offset must be in [0, {args.sample_every}) and --sample-every at least 1")
     check_output(args.output)
 
     from experiments.ane_engineering.run.mil.coremltools_suite import suite_directory
@@ -200,7 +211,8 @@ def main(argv=None) -> int:
                         continue
                 name = path.relative_to(suite).as_posix()
                 report = Path(scratch) / (name.replace("/", "__") + ".jsonl")
-                result = run_file(path, report, args.file_timeout, args.sample_every)
+                result = run_file(path, report, args.file_timeout, args.sample_every, args.sample_offset,
+                                  args.macos_version)
                 result["records"] = [json.loads(line) for line in report.read_text().splitlines()] \
                     if report.exists() else []
                 with lock:
@@ -221,13 +233,16 @@ def main(argv=None) -> int:
         "goal": "0 failures among ML program cases; every exclusion listed with its reason",
         "selection": {"files_requested": [p.relative_to(suite).as_posix() for p in files],
                       "files_not_run_budget": sorted(not_run), "budget_seconds": args.budget_seconds,
-                      "sample_every": args.sample_every,
+                      "sample_every": args.sample_every, "sample_offset": args.sample_offset,
+                      "macos_version_reported": args.macos_version,
                       "sampling": "all cases" if args.sample_every == 1 else
-                                  f"the 1st, {args.sample_every + 1}th, {2 * args.sample_every + 1}th ... case of "
-                                  "every test function (pytest collection order); the others counted as not_sampled",
+                                  f"the cases at index {args.sample_offset}, {args.sample_offset + args.sample_every}, "
+                                  f"{args.sample_offset + 2 * args.sample_every} ... (0-based) of every test function "
+                                  "(pytest collection order); the others counted as not_sampled",
                       "backends": "coremltools' default: mlprogram fp16 for iOS15..iOS18 and neuralnetwork fp32 "
                                   "(the fp32 mlprogram cases need INCLUDE_MIL_FP32_UNIT_TESTS=1 and are not run)",
                       "complete_suite": not not_run and args.files is None and args.sample_every == 1},
+        "nice": os.nice(0),
         "files": {name: {k: v for k, v in result.items() if k != "records"} | {"cases": len(result["records"])}
                   for name, result in sorted(results.items())},
         "wall_seconds": round(time.perf_counter() - started, 1),
