@@ -19,6 +19,7 @@ WRAPPERS = {  # script -> arguments it needs besides --output
     "executor_bit_identity": ["--work", "no-such-work"],
     "mil_executor": ["--package", "no-such-package"],
     "executor_models": [],
+    "execute_startup": [],
 }
 
 
@@ -42,6 +43,7 @@ def test_a_wrapper_refuses_an_existing_output_in_one_line(name, tmp_path, capsys
     ("probe_export", ["--lengths", "96,96"], "--lengths must be distinct positive integers"),
     ("executor_models", ["--models", "mlp", "no-such-model"], "unknown model(s) no-such-model"),
     ("mil_executor", ["--package", "no-such-package", "--rounds", "0"], "--rounds must be at least 1"),
+    ("execute_startup", ["--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_a_wrapper_refuses_a_bad_value_before_any_work(name, argv, needle, tmp_path, capsys):
     output = tmp_path / "evidence.json"
