@@ -17,15 +17,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.ane_engineering.core.cli import run_main, write_evidence  # noqa: E402
-from experiments.ane_engineering.core.staging import check_output  # noqa: E402
-from experiments.ane_engineering.workflows.benchmarks.execute_startup import (  # noqa: E402
+from experiments.ane_engineering.core.cli import run_main, write_evidence
+from experiments.ane_engineering.core.staging import check_output
+from experiments.ane_engineering.workflows.benchmarks.execute_startup import (
     LENGTH,
     check_repeats,
     startup_evidence,
     summary,
 )
-from experiments.ane_engineering.workflows.benchmarks.steps import command_argv, run_command  # noqa: E402
+from experiments.ane_engineering.workflows.benchmarks.steps import (
+    command_argv,
+    run_command,
+)
 
 
 def main(argv=None) -> int:

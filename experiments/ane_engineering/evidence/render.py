@@ -26,6 +26,8 @@ from .report import Rendered
 from .sections_executor import sections as executor_sections
 from .sections_full_size import FULL_SIZE_SECTIONS
 from .sections_run import run_sections
+from .sections_startup import sections as startup_sections
+from .sections_suite_offsets import sections as suite_offset_sections
 
 REPOSITORY = REPOSITORY_ROOT
 
@@ -65,6 +67,8 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         path = root / name
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
+    lines += suite_offset_sections(ledger, root)  # the op suite's later offsets, when their evidence exists
+    lines += startup_sections(ledger, root)  # the execute command's start, when its evidence exists
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))

@@ -7,15 +7,17 @@ command once per round, in the same order), so a change of the machine's load fa
 - `execute --describe` of a small package (the builtin:tiny body at L96, exported by the probe first);
 - the same description with the ML frameworks importable (the command's library called directly, as a user's
   process would, without the command's `refuse_frameworks`): what importing torch & co. through coremltools costs.
-The evidence records every sample and their median, min and max, the machine's load average before and after (the
-build machines are shared: timings under load are not those of a quiet machine), the package's content hash and the
-harness that ran.
+The evidence records every sample (wall time, and CPU time: user + system of the process and its children) and their
+medians, min and max, the machine's load average before and after (the build machines are shared: wall times under
+load are not those of a quiet machine; CPU time is what a quiet machine's wall time approaches for these
+single-threaded starts), the package's content hash and the harness that ran.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,18 +47,27 @@ def commands(package: Path) -> list[tuple[str, str, list[str]]]:
     ]
 
 
-def time_once(argv: list[str], what: str) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_once(argv: list[str], what: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system of the process and its children) of one run of `argv`."""
+    cpu = _children_cpu()
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=checkout_env())
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=checkout_env(), check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise BenchmarkError(f"{what} failed (exit {done.returncode}): {last_error_line(done.stderr)}")
-    return seconds
+    return seconds, _children_cpu() - cpu
 
 
-def summary_of(samples: list[float]) -> dict:
-    return {"median_seconds": round(statistics.median(samples), 3), "min_seconds": round(min(samples), 3),
-            "max_seconds": round(max(samples), 3), "samples_seconds": [round(s, 3) for s in samples]}
+def summary_of(samples: list[tuple[float, float]]) -> dict:
+    wall, cpu = [s[0] for s in samples], [s[1] for s in samples]
+    return {"median_seconds": round(statistics.median(wall), 3), "min_seconds": round(min(wall), 3),
+            "max_seconds": round(max(wall), 3), "median_cpu_seconds": round(statistics.median(cpu), 3),
+            "samples_seconds": [round(s, 3) for s in wall], "samples_cpu_seconds": [round(s, 3) for s in cpu]}
 
 
 def check_repeats(repeats: int) -> int:
@@ -75,11 +86,12 @@ def startup_evidence(package_dir: Path, repeats: int, progress: Callable[[str], 
     for key, what, argv in timed:  # one untimed warm-up each: file caches and numba's cache as a user meets them
         time_once(argv, what)
     load_before = os.getloadavg()
-    samples: dict[str, list[float]] = {key: [] for key, _, _ in timed}
+    samples: dict[str, list[tuple[float, float]]] = {key: [] for key, _, _ in timed}
     for round_index in range(repeats):
         for key, what, argv in timed:
             samples[key].append(time_once(argv, what))
-        progress(f"round {round_index + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in samples.items()))
+        progress(f"round {round_index + 1}/{repeats}: " + ", ".join(f"{k} {v[-1][0]:.2f} s (CPU {v[-1][1]:.2f} s)"
+                                                                    for k, v in samples.items()))
     load_after = os.getloadavg()
     rows = {key: {"command": what, **summary_of(samples[key])} for key, what, _ in timed}
     floor = rows["python_pass"]["median_seconds"]
@@ -87,7 +99,7 @@ def startup_evidence(package_dir: Path, repeats: int, progress: Callable[[str], 
         row["median_over_python_pass_seconds"] = round(row["median_seconds"] - floor, 3)
     return {
         "format": FORMAT,
-        "benchmark": "wall time from spawn to exit of fresh processes: python -c pass, execute --help, execute "
+        "benchmark": "wall and CPU time from spawn to exit of fresh processes: python -c pass, execute --help, execute "
                      "--describe of a small package, and that description with the ML frameworks importable",
         "package": {"source": "builtin:tiny", "kind": manifest.get("kind"), "length": manifest.get("length"),
                     "content_hash": manifest["package"]["content_hash"]["sha256"],
