@@ -21,7 +21,7 @@ def section_execute_startup(ev: Evidence) -> list[str]:
               "...: `core/lean_imports.py`) and imports numba only when an array needs its kernels; the last row is "
               "the same description through the library, where coremltools imports them. The package is the "
               f"`builtin:tiny` body (content hash `{ev.value('package', 'content_hash')[:16]}`). "
-              f"Load average (1 min) {ev.fig(*load, 'before', 0, fmt='.2f')} before and "
+              f"One-minute load average {ev.fig(*load, 'before', 0, fmt='.2f')} before and "
               f"{ev.fig(*load, 'after', 0, fmt='.2f')} after: the build machine is shared, so these are not the "
               f"timings of a quiet machine. Evidence {link(ev)}, {harness_label(ev)}."), "",
              "| command | median s | min s | max s | median over `python -c pass` s | median CPU s |",
