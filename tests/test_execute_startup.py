@@ -51,6 +51,8 @@ def test_the_refusal_answers_the_frameworks_and_their_submodules_only():
 
 @pytest.mark.slow
 def test_describe_and_run_import_no_torch(tiny_packages, tmp_path):
+    helped = _modules_after(tmp_path, "--help")
+    assert helped == {"status": 0, "imported": []}  # --help imports neither coremltools nor numba
     directory, _ = tiny_packages.get("body", 96)
     described = _modules_after(tmp_path, "--package", directory, "--describe", "--json")
     assert described["status"] == 0

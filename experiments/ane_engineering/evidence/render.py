@@ -25,6 +25,7 @@ from .ledger import Ledger
 from .report import Rendered
 from .sections_executor import sections as executor_sections
 from .sections_full_size import FULL_SIZE_SECTIONS
+from .sections_numpy_pin import sections as numpy_pin_sections
 from .sections_run import run_sections
 from .sections_startup import sections as startup_sections
 from .sections_suite_offsets import sections as suite_offset_sections
@@ -69,6 +70,7 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
     lines += suite_offset_sections(ledger, root)  # the op suite's later offsets, when their evidence exists
     lines += startup_sections(ledger, root)  # the execute command's start, when its evidence exists
+    lines += numpy_pin_sections(ledger, root)  # the convert extra's NumPy pin, when its evidence exists
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))
