@@ -54,13 +54,24 @@ def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
     return files
 
 
+def failing_functions(evidence: Path) -> dict[str, list[str]]:
+    """{test file: [its test functions (node ids without parameters) with a failed case]} of an evidence file."""
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    for failure in json.loads(evidence.read_text(encoding="utf-8"))["failures"]:
+        function = failure["case"].split("[", 1)[0]
+        found[function.split("::", 1)[0]].add(function)
+    return {name: sorted(functions) for name, functions in sorted(found.items())}
+
+
 def run_file(path: Path, report: Path, timeout: float, sample_every: int, sample_offset: int = 0,
-             macos_version: str = "15.0") -> dict:
+             macos_version: str = "15.0", functions: list[str] | None = None) -> dict:
+    """One pytest process over `path` (or only the given test functions of it: node ids under the suite)."""
+    targets = [str(path.parent.parent / f) for f in functions] if functions else [str(path)]
     # -c: this checkout's pytest settings (its `pythonpath`), not those of a pyproject.toml above the installed suite
     command = [sys.executable, "-m", "pytest", "-q", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
                "-p", PLUGIN, "--mil-report",
                str(report), "--mil-sample-every", str(sample_every), "--mil-sample-offset", str(sample_offset),
-               "--mil-macos-version", macos_version, "-o", "addopts=", "--rootdir", str(path.parent.parent), str(path)]
+               "--mil-macos-version", macos_version, "-o", "addopts=", "--rootdir", str(path.parent.parent), *targets]
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
@@ -180,6 +191,9 @@ def main(argv=None) -> int:
     parser.add_argument("--macos-version", default="15.0",
                         help="the macOS version the plugin reports to coremltools (coremltools skips some cases "
                              "below 15.2)")
+    parser.add_argument("--functions-failing-in", type=Path, default=None, metavar="EVIDENCE",
+                        help="only the test functions with a failed case in that evidence file, with its sampling "
+                             "(stride and offset): the same cases again, run by today's executor")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="start no new file after this many seconds; files not started are listed")
     args = parser.parse_args(argv)
@@ -190,6 +204,11 @@ def main(argv=None) -> int:
     from experiments.ane_engineering.run.mil.coremltools_suite import suite_directory
 
     suite = suite_directory()
+    functions = failing_functions(args.functions_failing_in) if args.functions_failing_in else None
+    if functions is not None:
+        earlier = json.loads(args.functions_failing_in.read_text(encoding="utf-8"))["selection"]
+        args.sample_every, args.sample_offset = earlier["sample_every"], earlier.get("sample_offset", 0)
+        args.files = list(functions)
     files = suite_files(suite, args.files)
     if not files:
         raise SystemExit("no test files selected")
@@ -212,7 +231,7 @@ def main(argv=None) -> int:
                 name = path.relative_to(suite).as_posix()
                 report = Path(scratch) / (name.replace("/", "__") + ".jsonl")
                 result = run_file(path, report, args.file_timeout, args.sample_every, args.sample_offset,
-                                  args.macos_version)
+                                  args.macos_version, functions.get(name) if functions else None)
                 result["records"] = [json.loads(line) for line in report.read_text().splitlines()] \
                     if report.exists() else []
                 with lock:
@@ -232,6 +251,8 @@ def main(argv=None) -> int:
                      "mil executor (plugin experiments/ane_engineering/run/mil/coremltools_suite.py)",
         "goal": "0 failures among ML program cases; every exclusion listed with its reason",
         "selection": {"files_requested": [p.relative_to(suite).as_posix() for p in files],
+                      "functions_failing_in": args.functions_failing_in.name if functions else None,
+                      "functions": functions,
                       "files_not_run_budget": sorted(not_run), "budget_seconds": args.budget_seconds,
                       "sample_every": args.sample_every, "sample_offset": args.sample_offset,
                       "macos_version_reported": args.macos_version,
