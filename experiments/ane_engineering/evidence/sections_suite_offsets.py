@@ -1,6 +1,7 @@
 """ANE_BENCHMARKS.md section of coremltools' op suite run in offsets of a stride (benchmarks/evidence/
-executor_conformance.json and _rest.json: the first offset; executor_conformance_offset<K>.json: the others): one row
-of counts per file, then each later offset's opsets, exclusions and failures. Every figure is a field of those files
+executor_conformance.json and _rest.json: the first offset; executor_conformance_offset<K>.json: the others;
+executor_conformance_offset0_failures_rerun.json: the first offset's failed test functions run again): one row of
+counts per file, then each later file's opsets, exclusions and failures. Every figure is a field of those files
 (ledger.py); the offset and the macOS version a file's run reported are printed from it (files written before the
 plugin took them record neither: they ran the first offset with the plugin's default version)."""
 
@@ -9,7 +10,8 @@ from __future__ import annotations
 from .ledger import Evidence
 
 FIRST_OFFSET_FILES = ("executor_conformance.json", "executor_conformance_rest.json")
-OFFSET_FILES = tuple(f"executor_conformance_offset{k}.json" for k in range(1, 8))
+RERUN_FILE = "executor_conformance_offset0_failures_rerun.json"  # the first offset's failed functions, run again
+OFFSET_FILES = (RERUN_FILE, *(f"executor_conformance_offset{k}.json" for k in range(1, 8)))
 COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_sampled")
 
 
@@ -33,6 +35,9 @@ def section_offset_detail(ev: Evidence, name: str) -> list[str]:
     from .report import harness_label, link
 
     lines = [f"#### `{name}`: offset {_offset(ev)} of every {ev.fig('selection', 'sample_every', fmt='d')}th case", "",
+             *([f"Only the test functions with a failed case in `{ev.value('selection', 'functions_failing_in')}`, "
+                "with its stride and offset: the same cases, run again by the executor of this file's harness.", ""]
+               if ev.value("selection").get("functions_failing_in") else []),
              (f"macOS version reported to coremltools: {_macos(ev)}; wall time {ev.fig('wall_seconds', fmt='.0f')} s "
               f"with {ev.fig('jobs', fmt='d')} files at a time. Evidence {link(ev)}, {harness_label(ev)}."), "",
              "| opset | passed | failed | skipped | xfailed | not sampled |", "|---|---|---|---|---|---|"]
