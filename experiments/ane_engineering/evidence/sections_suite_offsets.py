@@ -39,7 +39,7 @@ def section_offset_detail(ev: Evidence, name: str) -> list[str]:
                 "with its stride and offset: the same cases, run again by the executor of this file's harness.", ""]
                if ev.value("selection").get("functions_failing_in") else []),
              (f"macOS version reported to coremltools: {_macos(ev)}; wall time {ev.fig('wall_seconds', fmt='.0f')} s "
-              f"with {ev.fig('jobs', fmt='d')} files at a time. Evidence {link(ev)}, {harness_label(ev)}."), "",
+              f"(files run at once: {ev.fig('jobs', fmt='d')}). Evidence {link(ev)}, {harness_label(ev)}."), "",
              "| opset | passed | failed | skipped | xfailed | not sampled |", "|---|---|---|---|---|---|"]
     for opset in ev.value("per_opset"):
         row = ("per_opset", opset)
