@@ -9,6 +9,10 @@ apart from the cases whose program the executor ran. A `--budget-seconds` stops 
 files not run are listed (the evidence then covers a documented subset).
 
     python benchmarks/executor_conformance.py --output benchmarks/evidence/executor_conformance.json
+    python benchmarks/executor_conformance.py --sample-every 4 --sample-offset 1 --macos-version 15.2 \
+        --output benchmarks/evidence/executor_conformance_offset1.json     # one offset of four
+    python benchmarks/executor_conformance.py --functions-failing-in benchmarks/evidence/executor_conformance.json \
+        --output benchmarks/evidence/executor_conformance_offset0_failures_rerun.json
 """
 
 from __future__ import annotations
