@@ -198,6 +198,10 @@ def main(argv=None) -> int:
     parser.add_argument("--functions-failing-in", type=Path, default=None, metavar="EVIDENCE",
                         help="only the test functions with a failed case in that evidence file, with its sampling "
                              "(stride and offset): the same cases again, run by today's executor")
+    parser.add_argument("--from-reports", type=Path, default=None, metavar="DIR",
+                        help="run nothing: assemble the evidence from the per-file reports a stopped run left in DIR "
+                             "(a file still running when it stopped holds the cases finished by then; files "
+                             "without a report are listed as not run)")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="start no new file after this many seconds; files not started are listed")
     args = parser.parse_args(argv)
@@ -222,6 +226,16 @@ def main(argv=None) -> int:
     not_run: list[str] = []
     queue = list(files)
     lock = threading.Lock()
+    if args.from_reports is not None:  # a run stopped before it wrote its evidence: its per-file reports
+        for path in files:
+            name = path.relative_to(suite).as_posix()
+            report = args.from_reports / (name.replace("/", "__") + ".jsonl")
+            if report.exists():
+                results[name] = {"exit_status": "stopped or finished (assembled from its report)",
+                                 "summary": "", "seconds": None,
+                                 "records": [json.loads(line) for line in report.read_text().splitlines()]}
+            else:
+                not_run.append(name)
     with tempfile.TemporaryDirectory() as scratch:
         def worker():
             while True:
@@ -242,7 +256,7 @@ def main(argv=None) -> int:
                     results[name] = result
                     print(f"{name}: {result['summary']} ({result['seconds']} s)", flush=True)
 
-        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs) if args.from_reports is None else 0)]
         for t in threads:
             t.start()
         for t in threads:
@@ -270,7 +284,8 @@ def main(argv=None) -> int:
         "nice": os.nice(0),
         "files": {name: {k: v for k, v in result.items() if k != "records"} | {"cases": len(result["records"])}
                   for name, result in sorted(results.items())},
-        "wall_seconds": round(time.perf_counter() - started, 1),
+        "wall_seconds": round(time.perf_counter() - started, 1) if args.from_reports is None else None,
+        "assembled_from_reports": args.from_reports is not None,
         "jobs": args.jobs,
         **summary,
         "machine": machine(), "tools": tool_versions(), "harness": harness,
