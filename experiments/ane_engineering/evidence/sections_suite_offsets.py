@@ -11,7 +11,8 @@ from .ledger import Evidence
 
 FIRST_OFFSET_FILES = ("executor_conformance.json", "executor_conformance_rest.json")
 RERUN_FILE = "executor_conformance_offset0_failures_rerun.json"  # the first offset's failed functions, run again
-OFFSET_FILES = (RERUN_FILE, *(f"executor_conformance_offset{k}.json" for k in range(1, 8)))
+# each later offset, and the files its time budget left out when run again (_rest)
+OFFSET_FILES = (RERUN_FILE, *(f"executor_conformance_offset{k}{rest}.json" for k in range(1, 8) for rest in ("", "_rest")))
 COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_sampled")
 
 
@@ -35,8 +36,8 @@ def section_offset_detail(ev: Evidence, name: str) -> list[str]:
     from .report import harness_label, link
 
     lines = [f"#### `{name}`: offset {_offset(ev)} of every {ev.fig('selection', 'sample_every', fmt='d')}th case", "",
-             *([f"Only the test functions with a failed case in `{ev.value('selection', 'functions_failing_in')}`, "
-                "with its stride and offset: the same cases, run again by the executor of this file's harness.", ""]
+             *([(f"Only the test functions with a failed case in `{ev.value('selection', 'functions_failing_in')}`, "
+                 "with its stride and offset: the same cases, run again by the executor of this file's harness."), ""]
                if ev.value("selection").get("functions_failing_in") else []),
              (f"macOS version reported to coremltools: {_macos(ev)}; wall time {ev.fig('wall_seconds', fmt='.0f')} s "
               f"(files run at once: {ev.fig('jobs', fmt='d')}). Evidence {link(ev)}, {harness_label(ev)}."), "",
