@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     if functions is not None:
         earlier = json.loads(args.functions_failing_in.read_text(encoding="utf-8"))["selection"]
         args.sample_every, args.sample_offset = earlier["sample_every"], earlier.get("sample_offset", 0)
+        args.macos_version = earlier.get("macos_version_reported", args.macos_version)
         args.files = list(functions)
     files = suite_files(suite, args.files)
     if not files:

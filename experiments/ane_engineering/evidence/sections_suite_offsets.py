@@ -12,7 +12,8 @@ from .ledger import Evidence
 FIRST_OFFSET_FILES = ("executor_conformance.json", "executor_conformance_rest.json")
 RERUN_FILE = "executor_conformance_offset0_failures_rerun.json"  # the first offset's failed functions, run again
 # each later offset, and the files its time budget left out when run again (_rest)
-OFFSET_FILES = (RERUN_FILE, *(f"executor_conformance_offset{k}{rest}.json" for k in range(1, 8) for rest in ("", "_rest")))
+OFFSET_FILES = (RERUN_FILE, *(f"executor_conformance_offset{k}{rest}.json" for k in range(1, 8)
+                              for rest in ("", "_rest", "_failures_rerun")))
 COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_sampled")
 
 
