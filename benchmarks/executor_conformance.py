@@ -9,6 +9,10 @@ apart from the cases whose program the executor ran. A `--budget-seconds` stops 
 files not run are listed (the evidence then covers a documented subset).
 
     python benchmarks/executor_conformance.py --output benchmarks/evidence/executor_conformance.json
+    python benchmarks/executor_conformance.py --sample-every 4 --sample-offset 1 --macos-version 15.2 \
+        --output benchmarks/evidence/executor_conformance_offset1.json     # one offset of four
+    python benchmarks/executor_conformance.py --functions-failing-in benchmarks/evidence/executor_conformance.json \
+        --output benchmarks/evidence/executor_conformance_offset0_failures_rerun.json
 """
 
 from __future__ import annotations
@@ -54,10 +58,24 @@ def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
     return files
 
 
-def run_file(path: Path, report: Path, timeout: float, sample_every: int) -> dict:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "--mil-report",
-               str(report), "--mil-sample-every", str(sample_every), "-o", "addopts=", "--rootdir",
-               str(path.parent.parent), str(path)]
+def failing_functions(evidence: Path) -> dict[str, list[str]]:
+    """{test file: [its test functions (node ids without parameters) with a failed case]} of an evidence file."""
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    for failure in json.loads(evidence.read_text(encoding="utf-8"))["failures"]:
+        function = failure["case"].split("[", 1)[0]
+        found[function.split("::", 1)[0]].add(function)
+    return {name: sorted(functions) for name, functions in sorted(found.items())}
+
+
+def run_file(path: Path, report: Path, timeout: float, sample_every: int, sample_offset: int = 0,
+             macos_version: str = "15.0", functions: list[str] | None = None) -> dict:
+    """One pytest process over `path` (or only the given test functions of it: node ids under the suite)."""
+    targets = [str(path.parent.parent / f) for f in functions] if functions else [str(path)]
+    # -c: this checkout's pytest settings (its `pythonpath`), not those of a pyproject.toml above the installed suite
+    command = [sys.executable, "-m", "pytest", "-q", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+               "-p", PLUGIN, "--mil-report",
+               str(report), "--mil-sample-every", str(sample_every), "--mil-sample-offset", str(sample_offset),
+               "--mil-macos-version", macos_version, "-o", "addopts=", "--rootdir", str(path.parent.parent), *targets]
     started = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
@@ -171,14 +189,35 @@ def main(argv=None) -> int:
     parser.add_argument("--file-timeout", type=float, default=3600.0, help="seconds before one file is stopped")
     parser.add_argument("--sample-every", type=int, default=1,
                         help="run every Nth case of each test function (1 = all); the rest count as not_sampled")
+    parser.add_argument("--sample-offset", type=int, default=0,
+                        help="with --sample-every N: run the cases at index K, K+N, ... of each test function "
+                             "(0 <= K < N); offsets 0..N-1 together cover every case")
+    parser.add_argument("--macos-version", default="15.0",
+                        help="the macOS version the plugin reports to coremltools (coremltools skips some cases "
+                             "below 15.2)")
+    parser.add_argument("--functions-failing-in", type=Path, default=None, metavar="EVIDENCE",
+                        help="only the test functions with a failed case in that evidence file, with its sampling "
+                             "(stride and offset): the same cases again, run by today's executor")
+    parser.add_argument("--from-reports", type=Path, default=None, metavar="DIR",
+                        help="run nothing: assemble the evidence from the per-file reports a stopped run left in DIR "
+                             "(a file still running when it stopped holds the cases finished by then; files "
+                             "without a report are listed as not run)")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="start no new file after this many seconds; files not started are listed")
     args = parser.parse_args(argv)
+    if args.sample_every < 1 or not 0 <= args.sample_offset < args.sample_every:
+        parser.error(f"--sample-offset must be in [0, {args.sample_every}) and --sample-every at least 1")
     check_output(args.output)
 
     from experiments.ane_engineering.run.mil.coremltools_suite import suite_directory
 
     suite = suite_directory()
+    functions = failing_functions(args.functions_failing_in) if args.functions_failing_in else None
+    if functions is not None:
+        earlier = json.loads(args.functions_failing_in.read_text(encoding="utf-8"))["selection"]
+        args.sample_every, args.sample_offset = earlier["sample_every"], earlier.get("sample_offset", 0)
+        args.macos_version = earlier.get("macos_version_reported", args.macos_version)
+        args.files = list(functions)
     files = suite_files(suite, args.files)
     if not files:
         raise SystemExit("no test files selected")
@@ -188,6 +227,16 @@ def main(argv=None) -> int:
     not_run: list[str] = []
     queue = list(files)
     lock = threading.Lock()
+    if args.from_reports is not None:  # a run stopped before it wrote its evidence: its per-file reports
+        for path in files:
+            name = path.relative_to(suite).as_posix()
+            report = args.from_reports / (name.replace("/", "__") + ".jsonl")
+            if report.exists():
+                results[name] = {"exit_status": "stopped or finished (assembled from its report)",
+                                 "summary": "", "seconds": None,
+                                 "records": [json.loads(line) for line in report.read_text().splitlines()]}
+            else:
+                not_run.append(name)
     with tempfile.TemporaryDirectory() as scratch:
         def worker():
             while True:
@@ -200,14 +249,15 @@ def main(argv=None) -> int:
                         continue
                 name = path.relative_to(suite).as_posix()
                 report = Path(scratch) / (name.replace("/", "__") + ".jsonl")
-                result = run_file(path, report, args.file_timeout, args.sample_every)
+                result = run_file(path, report, args.file_timeout, args.sample_every, args.sample_offset,
+                                  args.macos_version, functions.get(name) if functions else None)
                 result["records"] = [json.loads(line) for line in report.read_text().splitlines()] \
                     if report.exists() else []
                 with lock:
                     results[name] = result
                     print(f"{name}: {result['summary']} ({result['seconds']} s)", flush=True)
 
-        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs) if args.from_reports is None else 0)]
         for t in threads:
             t.start()
         for t in threads:
@@ -220,17 +270,23 @@ def main(argv=None) -> int:
                      "mil executor (plugin experiments/ane_engineering/run/mil/coremltools_suite.py)",
         "goal": "0 failures among ML program cases; every exclusion listed with its reason",
         "selection": {"files_requested": [p.relative_to(suite).as_posix() for p in files],
+                      "functions_failing_in": args.functions_failing_in.name if functions else None,
+                      "functions": functions,
                       "files_not_run_budget": sorted(not_run), "budget_seconds": args.budget_seconds,
-                      "sample_every": args.sample_every,
+                      "sample_every": args.sample_every, "sample_offset": args.sample_offset,
+                      "macos_version_reported": args.macos_version,
                       "sampling": "all cases" if args.sample_every == 1 else
-                                  f"the 1st, {args.sample_every + 1}th, {2 * args.sample_every + 1}th ... case of "
-                                  "every test function (pytest collection order); the others counted as not_sampled",
+                                  f"the cases at index {args.sample_offset}, {args.sample_offset + args.sample_every}, "
+                                  f"{args.sample_offset + 2 * args.sample_every} ... (0-based) of every test function "
+                                  "(pytest collection order); the others counted as not_sampled",
                       "backends": "coremltools' default: mlprogram fp16 for iOS15..iOS18 and neuralnetwork fp32 "
                                   "(the fp32 mlprogram cases need INCLUDE_MIL_FP32_UNIT_TESTS=1 and are not run)",
                       "complete_suite": not not_run and args.files is None and args.sample_every == 1},
+        "nice": os.nice(0),
         "files": {name: {k: v for k, v in result.items() if k != "records"} | {"cases": len(result["records"])}
                   for name, result in sorted(results.items())},
-        "wall_seconds": round(time.perf_counter() - started, 1),
+        "wall_seconds": round(time.perf_counter() - started, 1) if args.from_reports is None else None,
+        "assembled_from_reports": args.from_reports is not None,
         "jobs": args.jobs,
         **summary,
         "machine": machine(), "tools": tool_versions(), "harness": harness,

@@ -5,6 +5,7 @@ library, without running a full-size benchmark."""
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 from command_support import REPO, refused
@@ -19,6 +20,7 @@ WRAPPERS = {  # script -> arguments it needs besides --output
     "executor_bit_identity": ["--work", "no-such-work"],
     "mil_executor": ["--package", "no-such-package"],
     "executor_models": [],
+    "execute_startup": [],
 }
 
 
@@ -42,6 +44,7 @@ def test_a_wrapper_refuses_an_existing_output_in_one_line(name, tmp_path, capsys
     ("probe_export", ["--lengths", "96,96"], "--lengths must be distinct positive integers"),
     ("executor_models", ["--models", "mlp", "no-such-model"], "unknown model(s) no-such-model"),
     ("mil_executor", ["--package", "no-such-package", "--rounds", "0"], "--rounds must be at least 1"),
+    ("execute_startup", ["--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_a_wrapper_refuses_a_bad_value_before_any_work(name, argv, needle, tmp_path, capsys):
     output = tmp_path / "evidence.json"
@@ -71,3 +74,24 @@ def test_differences_ignore_only_the_volatile_fields():
     assert differences(a, {**a, "buckets": {"96": {"errors": [0.5, 0.26], "harness": "x"}}}) == ["/buckets/96/errors[1]"]
     assert differences(a, {**a, "passed": False, "extra": 1}) == ["/extra (present in one only)", "/passed"]
     assert differences([1, 2], [1, 2, 3]) == ["/"] and "seconds" in VOLATILE
+
+
+def test_the_conformance_rerun_takes_the_failed_cases_functions(tmp_path):
+    evidence = tmp_path / "conformance.json"
+    cases = ["iOS14/test_random.py::TestRandomNormal::test_builder_to_backend_stress[mlprogram-fp16-iOS15-rank=1]",
+             "iOS14/test_random.py::TestRandomNormal::test_builder_to_backend_stress[mlprogram-fp16-iOS15-rank=2]",
+             "iOS14/test_random.py::TestRandomUniform::test_builder_to_backend_smoke[mlprogram-fp16-iOS15]",
+             "iOS17/test_scatter_gather.py::TestScatter::test_ios17_invalid_indices[x]"]
+    evidence.write_text(json.dumps({"failures": [{"case": c, "reason": ""} for c in cases]}), encoding="utf-8")
+    assert wrapper("executor_conformance").failing_functions(evidence) == {
+        "iOS14/test_random.py": ["iOS14/test_random.py::TestRandomNormal::test_builder_to_backend_stress",
+                                 "iOS14/test_random.py::TestRandomUniform::test_builder_to_backend_smoke"],
+        "iOS17/test_scatter_gather.py": ["iOS17/test_scatter_gather.py::TestScatter::test_ios17_invalid_indices"]}
+
+
+def test_the_conformance_benchmark_refuses_an_offset_outside_its_stride(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        wrapper("executor_conformance").main(["--output", str(tmp_path / "e.json"), "--sample-every", "4",
+                                              "--sample-offset", "4"])
+    assert stop.value.code == 2 and "--sample-offset must be in [0, 4)" in capsys.readouterr().err
+    assert not (tmp_path / "e.json").exists()

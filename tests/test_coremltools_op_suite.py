@@ -92,3 +92,29 @@ def test_installed_restores_coremltools():
     with installed():
         assert testing_utils._IS_MACOS is True
     assert (testing_utils._IS_MACOS, testing_utils.run_core_ml_predict, MLModel.predict) == before
+
+
+def test_offsets_of_a_stride_cover_every_case_once():
+    """The suite's sampling: offset K of stride N keeps the cases at index K, K+N ... of each test function, so the
+    N offsets partition the collection (no case twice, none left out), and a bad offset is refused."""
+    from experiments.ane_engineering.run.mil.coremltools_suite import parse_macos_version, select
+
+    # two test functions interleaved as pytest may order them, 7 and 3 cases
+    nodeids = [f"f.py::T::a[{i}]" for i in range(4)] + [f"f.py::T::b[{i}]" for i in range(3)] + \
+              [f"f.py::T::a[{i}]" for i in range(4, 7)]
+    seen = []
+    for offset in range(4):
+        kept, dropped = select(nodeids, 4, offset)
+        assert sorted(kept + dropped) == list(range(len(nodeids)))
+        seen += kept
+    assert sorted(seen) == list(range(len(nodeids)))
+    assert [nodeids[i] for i in select(nodeids, 4, 1)[0]] == ["f.py::T::a[1]", "f.py::T::b[1]", "f.py::T::a[5]"]
+    assert [nodeids[i] for i in select(nodeids, 4, 0)[0]] == ["f.py::T::a[0]", "f.py::T::b[0]", "f.py::T::a[4]"]
+    assert select(nodeids, 1, 0) == (list(range(len(nodeids))), [])
+    for every, offset in ((4, 4), (4, -1), (0, 0)):
+        with pytest.raises(pytest.UsageError):
+            select(nodeids, every, offset)
+    assert parse_macos_version("15.2") == (15, 2)
+    for bad in ("14.6", "fifteen", ""):
+        with pytest.raises(pytest.UsageError):
+            parse_macos_version(bad)

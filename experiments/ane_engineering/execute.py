@@ -48,6 +48,7 @@ import numpy as np
 
 from .core.arguments import refuse_unused
 from .core.cli import UsageError, atomic_file, run_main
+from .core.lean_imports import refuse_frameworks
 from .core.limits import MAX_LOOP_ITERATIONS
 from .core.staging import check_output, staged_directory
 from .run.mil.cliffs import DEFAULT_FAMILY, FAMILIES
@@ -136,4 +137,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    refuse_frameworks()  # this process imports coremltools without torch & co. (core/lean_imports.py says why)
     sys.exit(run_main(main))

@@ -26,7 +26,10 @@ from .report import Rendered
 from .sections_executor import sections as executor_sections
 from .sections_full_size import FULL_SIZE_SECTIONS
 from .sections_latency import sections as latency_sections
+from .sections_numpy_pin import sections as numpy_pin_sections
 from .sections_run import run_sections
+from .sections_startup import sections as startup_sections
+from .sections_suite_offsets import sections as suite_offset_sections
 
 REPOSITORY = REPOSITORY_ROOT
 
@@ -70,6 +73,9 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     from .sections_numerics import section_numerics  # benchmarks/evidence/ane-numerics-*.json, when present
 
     lines += section_numerics(ledger, root)
+    lines += suite_offset_sections(ledger, root)  # the op suite's later offsets, when their evidence exists
+    lines += startup_sections(ledger, root)  # the execute command's start, when its evidence exists
+    lines += numpy_pin_sections(ledger, root)  # the convert extra's NumPy pin, when its evidence exists
     reproduce_root = root / REPRODUCE_DIR
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))

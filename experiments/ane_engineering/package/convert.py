@@ -60,7 +60,9 @@ def install_numpy2_scalar_cast_workaround() -> None:
     under NumPy >= 2.4 a shape-(1,) array no longer converts ("only 0-dimensional arrays can be converted to Python
     scalars"). The original-layout baseline traces such nodes (sizes read from tensor shapes). Re-register those two
     ops, through coremltools' documented `register_torch_op(override=True)`, with `.item()` on the constant.
-    BC1S graphs never emit these nodes."""
+    BC1S graphs never emit these nodes. Within the `convert` extra's pin (numpy<2.4, pyproject.toml) coremltools'
+    own `int(x.val)` still works and this changes nothing; it stays for environments outside the pin (NumPy 2.4
+    installed by other means), where coremltools' own cast fails (benchmarks/evidence/numpy_pin.json)."""
     global _SCALAR_CAST_PATCHED
     if _SCALAR_CAST_PATCHED:
         return

@@ -7,8 +7,11 @@ is skipped silently (`_IS_MACOS` is False), so every case "passes" without runni
 prediction back on and routes it to the executor:
 
 - `coremltools.converters.mil.testing_utils._IS_MACOS` is set, and that module's view of
-  `coremltools.models.utils` answers a macOS version of 15.0, so `compare_backend` runs its prediction and its
-  comparison (the test's own `atol`/`rtol`, widened by compare_backend itself for fp16 programs);
+  `coremltools.models.utils` answers a macOS version (`--mil-macos-version`, default 15.0), so `compare_backend`
+  runs its prediction and its comparison (the test's own `atol`/`rtol`, widened by compare_backend itself for
+  fp16 programs). While the test files are collected, `coremltools.models.utils._macos_version` itself answers the
+  same version, so coremltools' collection-time marks (`skipif(_macos_version() <= (15, 1), reason="Bug fixed in
+  macOS 15.2")`) see it too: with 15.2 those cases run;
 - `testing_utils.run_core_ml_predict` and `MLModel.predict` (some tests call it directly) run the converted
   package (`mlmodel.package_path`, the .mlpackage ct.convert wrote) through `MILExecutor`; an op that refuses its
   inputs at run time raises RuntimeError, as Core ML's predict does (the suite's error-path cases expect that type).
@@ -16,11 +19,18 @@ prediction back on and routes it to the executor:
 Exclusions, each an explicit pytest skip with its reason (nothing is dropped silently):
 - neuralnetwork-backend cases (skipped at collection, from the case's `backend` parameter): not ML programs;
 - stateful programs (iOS18 `read_state`/`coreml_update_state`): the executor has no model state;
-- image inputs (PIL images): the executor takes arrays only.
-Cases that coremltools itself skips on Linux (e.g. `skipif(_macos_version() < (14, 0))`) stay skipped with
-coremltools' reason.
+- image inputs (PIL images): the executor takes arrays only;
+- programs with list ops (`make_list`, `list_read`, `list_write`, `list_gather`, `list_scatter`, `list_length`:
+  coremltools' TensorArray): the executor's values are tensors, it has no list values;
+- programs with a value of unknown rank (a variadic shape, e.g. `fill` of a shape given at run time): coremltools'
+  milproto loader, which the executor reads packages with, raises NotImplementedError("Variadic dimensions not yet
+  implemented") for it (coremltools/converters/mil/frontend/milproto/helper.py).
+Cases that coremltools itself skips for the reported macOS version, or for a missing framework (TensorFlow), stay
+skipped with coremltools' reason.
 
 Use: `pytest -p experiments.ane_engineering.run.mil.coremltools_suite --mil-report out.jsonl <test files>`.
+`--mil-sample-every N --mil-sample-offset K` runs the cases whose index within their test function is K modulo N
+(offsets 0 .. N-1 together cover every case once); the others are reported as not_sampled.
 `--mil-report` writes one JSON line per case: node id, outcome, the reason of a failure or skip (first line),
 the opset of the case's backend and the op types of the program(s) the executor ran.
 """
@@ -36,11 +46,15 @@ import numpy as np
 import pytest
 
 SUITE_PACKAGE = "coremltools.converters.mil.mil.ops.tests"
-FAKE_MACOS_VERSION = (15, 0)  # newest opset the suite targets (iOS18) pairs with macOS 15
+FAKE_MACOS_VERSION = (15, 0)  # default: the newest opset the suite targets (iOS18) pairs with macOS 15
 NEURALNETWORK_REASON = "neuralnetwork backend: not an ML program (the mil executor runs ML programs only)"
 STATEFUL_REASON = "stateful program: the mil executor has no model state"
 IMAGE_REASON = "image input: the mil executor takes arrays only"
 NON_PROGRAM_REASON = "not an ML program model"
+LIST_OPS = frozenset({"make_list", "list_read", "list_write", "list_gather", "list_scatter", "list_length"})
+LIST_REASON = "list ops (make_list, list_read/write/gather/scatter/length): the mil executor has no list values"
+VARIADIC_REASON = ("a value of unknown rank (variadic shape): coremltools' milproto loader, which the executor "
+                   "reads packages with, cannot load it")
 CONTROL_OPS = {"const"}  # not counted as "the ops a case tests"
 
 _current: dict = {"item": None}
@@ -92,8 +106,9 @@ def program_op_types(block) -> set[str]:
 
 def executor_predict(mlmodel, data: dict, state=None) -> dict:
     """Core ML's predict, answered by the mil executor from the converted package."""
-    from .executor import ExecutionError, MILExecutor
+    from ...package.mil.errors import ProgramLoadError
     from ...package.mil.load import load_program
+    from .executor import ExecutionError, MILExecutor
 
     spec = mlmodel.get_spec()
     if spec.WhichOneof("Type") == "neuralNetwork":
@@ -107,8 +122,16 @@ def executor_predict(mlmodel, data: dict, state=None) -> dict:
         if not isinstance(value, (np.ndarray, np.generic, int, float, bool, list)):
             pytest.skip(IMAGE_REASON)
         feeds[name] = np.asarray(value)
-    loaded = load_program(mlmodel.package_path, mlmodel.function_name or "main")
-    _record_ops(sorted(program_op_types(loaded.function) - CONTROL_OPS))  # recorded even if loading fails next
+    try:
+        loaded = load_program(mlmodel.package_path, mlmodel.function_name or "main")
+    except ProgramLoadError as error:
+        if "Variadic dimensions not yet implemented" in str(error):
+            pytest.skip(VARIADIC_REASON)
+        raise
+    op_types = program_op_types(loaded.function)
+    _record_ops(sorted(op_types - CONTROL_OPS))  # recorded even if loading fails next
+    if op_types & LIST_OPS:
+        pytest.skip(LIST_REASON)
     executor = MILExecutor(loaded)
     expected = {t.name: t for t in executor.inputs}
     for name, value in list(feeds.items()):
@@ -134,14 +157,48 @@ def _run_core_ml_predict(mlmodel, input_key_values, state=None):
     return executor_predict(mlmodel, input_key_values, state)
 
 
-def _patches() -> list[tuple[object, str, object]]:
+def parse_macos_version(text: str) -> tuple[int, ...]:
+    """"15.2" -> (15, 2): the version the plugin reports to coremltools (macOS 15 or later: the iOS18 opset)."""
+    try:
+        version = tuple(int(part) for part in str(text).split("."))
+    except ValueError:
+        raise pytest.UsageError(f"--mil-macos-version: {text!r} is not a version like 15.2") from None
+    if not version or version < (15, 0):
+        raise pytest.UsageError(f"--mil-macos-version: {text!r} is below 15.0, which the suite's iOS18 cases need")
+    return version
+
+
+def sampled(index: int, every: int, offset: int) -> bool:
+    """Whether the case at `index` (0-based, within its test function) is run: index = offset modulo every."""
+    return index % every == offset
+
+
+def select(nodeids: list[str], every: int, offset: int) -> tuple[list[int], list[int]]:
+    """(kept, dropped) positions of `nodeids` (pytest collection order): within each test function (the node id
+    before its parameters), the cases at offset, offset + every, offset + 2 every ... are kept."""
+    if every < 1:
+        raise pytest.UsageError(f"--mil-sample-every must be at least 1, not {every}")
+    if not 0 <= offset < every:
+        raise pytest.UsageError(f"--mil-sample-offset must be in [0, {every}) for --mil-sample-every {every}, "
+                                f"not {offset}")
+    seen: dict[str, int] = {}
+    kept, dropped = [], []
+    for position, nodeid in enumerate(nodeids):
+        function = nodeid.split("[", 1)[0]
+        index = seen.get(function, 0)
+        seen[function] = index + 1
+        (kept if sampled(index, every, offset) else dropped).append(position)
+    return kept, dropped
+
+
+def _patches(version: tuple[int, ...] = FAKE_MACOS_VERSION) -> list[tuple[object, str, object]]:
     """(object, attribute, new value) for every name the plugin replaces."""
     import coremltools.models.utils as model_utils
     from coremltools.converters.mil import testing_utils
     from coremltools.models import MLModel
 
     shim = pytypes.SimpleNamespace(**{k: getattr(model_utils, k) for k in dir(model_utils) if not k.startswith("__")})
-    shim._macos_version = lambda: FAKE_MACOS_VERSION
+    shim._macos_version = lambda: version
     shim._is_macos = lambda: False  # keeps macos_compatible_with_deployment_target from filtering opsets
     return [
         (testing_utils, "coremltoolsutils", shim),
@@ -152,9 +209,9 @@ def _patches() -> list[tuple[object, str, object]]:
     ]
 
 
-def install() -> None:
+def install(version: tuple[int, ...] = FAKE_MACOS_VERSION) -> None:
     """Point the suite's macOS prediction path at the executor for the rest of the process (the plugin's way)."""
-    for owner, name, value in _patches():
+    for owner, name, value in _patches(version):
         setattr(owner, name, value)
 
 
@@ -179,10 +236,17 @@ def pytest_addoption(parser):
     parser.addoption("--mil-sample-every", type=int, default=1,
                      help="run the 1st, (N+1)th, (2N+1)th ... case of every test function; the others are "
                           "deselected and reported as not_sampled (a documented subset when time is short)")
+    parser.addoption("--mil-sample-offset", type=int, default=0,
+                     help="with --mil-sample-every N: run the cases at index K, K+N, K+2N ... of every test function "
+                          "(0 <= K < N); offsets 0..N-1 together cover every case once")
+    parser.addoption("--mil-macos-version", default=".".join(map(str, FAKE_MACOS_VERSION)),
+                     help="the macOS version reported to coremltools (at least 15.0); coremltools skips some cases "
+                          "below 15.2 ('Bug fixed in macOS 15.2')")
 
 
 def pytest_configure(config):
-    install()
+    config._mil_macos_version = parse_macos_version(config.getoption("--mil-macos-version"))
+    install(config._mil_macos_version)
     path = config.getoption("--mil-report")
     config._mil_report = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115 - closed at unconfigure
 
@@ -193,20 +257,32 @@ def pytest_unconfigure(config):
         handle.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """coremltools' collection-time skip marks read `coremltools.models.utils._macos_version` (directly or bound by
+    `from ... import`): it answers the plugin's version while the test modules are imported."""
+    import coremltools.models.utils as model_utils
+
+    version = getattr(session.config, "_mil_macos_version", FAKE_MACOS_VERSION)
+    original = model_utils._macos_version
+    model_utils._macos_version = lambda: version
+    try:
+        yield
+    finally:
+        model_utils._macos_version = original
+
+
 def pytest_collection_modifyitems(config, items):
-    every = max(1, int(config.getoption("--mil-sample-every")))
-    seen: dict[str, int] = {}
-    kept, dropped = [], []
+    every = int(config.getoption("--mil-sample-every"))
+    offset = int(config.getoption("--mil-sample-offset"))
     for item in items:
         kind, opset = backend_kind(_backend_of(item))
         item.user_properties.append(("mil_backend", kind))
         item.user_properties.append(("mil_opset", opset))
         if kind == "neuralnetwork":
             item.add_marker(pytest.mark.skip(reason=NEURALNETWORK_REASON))
-        function = item.nodeid.split("[", 1)[0]
-        index = seen.get(function, 0)
-        seen[function] = index + 1
-        (kept if index % every == 0 else dropped).append(item)
+    keep, drop = select([item.nodeid for item in items], every, offset)
+    kept, dropped = [items[i] for i in keep], [items[i] for i in drop]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -10,9 +10,11 @@ maximum/minimum on same-shape or single-value operands), which is exactly "compu
 Checked: fp32 -> fp16 equals numpy's astype(np.float16) bit for bit over all 2^32 float32 bit patterns, and
 fp16 -> fp32 equals numpy over all 65,536 halves, except NaN payloads (NaN stays NaN; the hardware sets the
 quiet bit of signalling NaNs, numpy keeps them as they are).
-A self-check against numpy runs when the kernels are first compiled; if numba is missing or the check
-fails, numpy's casts are used. Results are identical either way. Where numba can write no cache directory (a
-read-only install), the kernels are compiled without the on-disk cache (core/numba_cache.py).
+The numba kernels live in kernels_numba.py, imported when a first array is large enough to use them (a command
+that only describes a package never imports numba). A self-check against numpy runs when they are first
+compiled; if numba is missing or the check fails, numpy's casts are used. Results are identical either way.
+Where numba can write no cache directory (a read-only install), the kernels are compiled without the on-disk
+cache (core/numba_cache.py).
 
 Threads: large kernels and large matmuls are split into `threads` slices run on a small pool of Python threads
 (numba kernels and BLAS release the GIL), with BLAS itself pinned to one thread while a program runs. Python
@@ -31,96 +33,12 @@ _kernels: dict = {}
 BINARY_OPCODES = {"add": 0, "sub": 1, "mul": 2, "real_div": 3, "maximum": 4, "minimum": 5}
 
 
-try:  # numba is optional: without it numpy's casts and ufuncs are used
-    from llvmlite import ir as _ir
-    from numba import njit as _njit
-    from numba import types as _nbtypes
-
-    from ...core.numba_cache import cached_njit as _cached_njit
-    from numba.extending import intrinsic as _intrinsic
-except Exception:  # noqa: BLE001
-    _njit = None
-
-if _njit is not None:
-    @_intrinsic
-    def _half_to_f32(typingctx, h):  # uint16 bit pattern of an fp16 -> float32 (exact)
-        def codegen(context, builder, signature, args):
-            return builder.fpext(builder.bitcast(args[0], _ir.HalfType()), _ir.FloatType())
-        return _nbtypes.float32(_nbtypes.uint16), codegen
-
-    @_intrinsic
-    def _f32_to_half(typingctx, f):  # float32 -> uint16 bit pattern of the fp16, round to nearest even
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(builder.fptrunc(args[0], _ir.HalfType()), _ir.IntType(16))
-        return _nbtypes.uint16(_nbtypes.float32), codegen
-
-    # Loops run over sliced views with range(n): numba vectorizes those, not range(start, stop) over the whole.
-    # error_model="numpy": x / 0 gives inf or nan as in numpy (numba's default would raise ZeroDivisionError).
-
-    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
-    def _k_f32_to_f16(src, dst, start, stop):  # src: float32, dst: uint16 view of float16
-        s, d = src[start:stop], dst[start:stop]
-        for i in range(s.size):
-            d[i] = _f32_to_half(s[i])
-
-    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
-    def _k_f16_to_f32(src, dst, start, stop):  # src: uint16 view of float16, dst: float32
-        s, d = src[start:stop], dst[start:stop]
-        for i in range(s.size):
-            d[i] = _half_to_f32(s[i])
-
-    @_cached_njit(nogil=True, boundscheck=False, error_model="numpy")
-    def _k_binary16(op, a, b, dst, start, stop):
-        # a, b, dst: uint16 views of fp16 arrays of the output's size; a or b may hold a single broadcast value
-        d = dst[start:stop]
-        n = d.size
-        if a.size == 1 or b.size == 1:
-            one_a = a.size == 1
-            v = _half_to_f32(a[0]) if one_a else _half_to_f32(b[0])
-            s = b[start:stop] if one_a else a[start:stop]
-            for i in range(n):
-                x, y = (v, _half_to_f32(s[i])) if one_a else (_half_to_f32(s[i]), v)
-                if op == 0:
-                    r = x + y
-                elif op == 1:
-                    r = x - y
-                elif op == 2:
-                    r = x * y
-                elif op == 3:
-                    r = x / y
-                elif op == 4:
-                    r = x if (x > y or x != x) else y  # noqa: PLR0124 - x != x: NaN test (numba)
-                else:
-                    r = x if (x < y or x != x) else y  # noqa: PLR0124 - x != x: NaN test (numba)
-                d[i] = _f32_to_half(r)
-            return
-        sa, sb = a[start:stop], b[start:stop]
-        if op == 0:
-            for i in range(n):
-                d[i] = _f32_to_half(_half_to_f32(sa[i]) + _half_to_f32(sb[i]))
-        elif op == 1:
-            for i in range(n):
-                d[i] = _f32_to_half(_half_to_f32(sa[i]) - _half_to_f32(sb[i]))
-        elif op == 2:
-            for i in range(n):
-                d[i] = _f32_to_half(_half_to_f32(sa[i]) * _half_to_f32(sb[i]))
-        elif op == 3:
-            for i in range(n):
-                d[i] = _f32_to_half(_half_to_f32(sa[i]) / _half_to_f32(sb[i]))
-        elif op == 4:
-            for i in range(n):
-                x, y = _half_to_f32(sa[i]), _half_to_f32(sb[i])
-                d[i] = _f32_to_half(x if (x > y or x != x) else y)  # noqa: PLR0124 - NaN propagates, as np.maximum
-        else:
-            for i in range(n):
-                x, y = _half_to_f32(sa[i]), _half_to_f32(sb[i])
-                d[i] = _f32_to_half(x if (x < y or x != x) else y)  # noqa: PLR0124 - x != x: NaN test (numba)
-
-
 def _compile_kernels() -> dict:
-    if _njit is None:
-        raise ImportError("numba is not installed")
-    return {"f32_to_f16": _k_f32_to_f16, "f16_to_f32": _k_f16_to_f32, "binary16": _k_binary16}
+    from . import (
+        kernels_numba,  # numba is imported only once an array is large enough to need it
+    )
+
+    return kernels_numba.kernels()
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:

@@ -22,6 +22,7 @@ from . import (
     pad_resize,  # noqa: F401
     pool,  # noqa: F401
     quantization,  # noqa: F401
+    random,  # noqa: F401
     recurrent,  # noqa: F401
     reduction,  # noqa: F401
     resample,  # noqa: F401
