@@ -124,7 +124,7 @@ def test_probe_stopped_publishes_nothing(tmp_path, sig, point, extra):
     ("coremltools", signal.SIGINT, True),  # Ctrl-C reaches the workers too: no traceback from any of them
 ])
 def test_palettize_stopped_during_kmeans_publishes_nothing(tiny_packages, tmp_path, implementation, sig, group):
-    package, _ = tiny_packages.get("body", 96) if implementation == "exact" else tiny_packages.get("mlp", 96)
+    package, _ = tiny_packages.get("body", 96)  # enough weights that the k-means outlasts the signal's delay
     stop_command(tmp_path, ["palettize", "--package", str(package), "--bits", "8", "--mode", "kmeans",
                             "--group-size", "32", "--workers", "2", "--implementation", implementation,
                             "--output", "out"],
@@ -141,15 +141,20 @@ def test_validate_stopped_publishes_nothing(tiny_packages, tmp_path, sig, point,
                             "--output", "validation.json"], sig, point, extra, inputs=(package,))
 
 
+EXECUTE_RUNS = 4  # one process runs them in turn: it is still running when the stop comes, however fast the machine
+
+
 @pytest.fixture(scope="module")
 def execute_inputs(tiny_packages, tmp_path_factory):
     package, _ = tiny_packages.get("body", 96)
     manifest = json.loads((package / "manifest.json").read_text())
     arrays = {item["name"]: np.zeros(item["shape"], dtype=np.float16 if item["dtype"] == "float16" else np.int32)
               for item in manifest["io"]["inputs"]}
-    path = tmp_path_factory.mktemp("execute") / "inputs.npz"
-    np.savez(path, **arrays)
-    return package, path
+    directory = tmp_path_factory.mktemp("execute")
+    paths = [directory / f"inputs-{i}.npz" for i in range(EXECUTE_RUNS)]
+    for path in paths:
+        np.savez(path, **arrays)
+    return package, paths
 
 
 @pytest.mark.parametrize("sig, point", [
@@ -158,8 +163,8 @@ def execute_inputs(tiny_packages, tmp_path_factory):
 ])
 def test_execute_stopped_publishes_nothing(execute_inputs, tmp_path, sig, point):
     package, inputs = execute_inputs
-    stop_command(tmp_path, ["execute", "--package", str(package), "--inputs", str(inputs), "--output", "out.npz",
-                            "--mode", "fp16-strict"], sig, point, inputs=(package, inputs))
+    stop_command(tmp_path, ["execute", "--package", str(package), "--inputs", *map(str, inputs), "--output", "out",
+                            "--mode", "fp16-strict"], sig, point, inputs=(package, *inputs))
 
 
 def test_sweep_stopped_while_a_candidate_runs_publishes_nothing(tiny_packages, tmp_path):
