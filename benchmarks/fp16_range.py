@@ -1,10 +1,11 @@
-"""Evidence: the FP16 range analysis of the BC1S body -- largest |activation| per site and layer vs 65,504.
+"""Evidence: the FP16 range analysis of the BC1S body -- largest |activation| per site and layer against the cliff
+that site faces on the Neural Engine (the matmul cliff for conv and einsum outputs, 65,504 for the rest).
 
 Runs experiments/ane_engineering/evidence/fp16_range.py `range_report` (FP32 torch BC1SBody with recording hooks)
 over the fixture questions, each on the smallest bucket that fits it, and writes one evidence JSON: per site the max
-|value| over valid token columns and over all columns, the headroom 65,504 / max, a verdict (ok / near: headroom
-< 4x / overflow), the layer-norm variance and squared-deviation hazards, the attention score magnitudes and the
-finite -1e4 mask check, the sites that need a clamp (with a suggested bound) and provenance.
+|value| over valid token columns and over all columns, the headroom cliff / max, a verdict (ok / near: headroom
+< 4x / overflow), the layer-norm statistics (information only), the attention score magnitudes and the finite -1e4
+mask check, the sites that need a clamp (with a suggested bound) and provenance.
 
     python benchmarks/fp16_range.py --source builtin:tiny --output benchmarks/evidence/fp16_range_builtin_tiny.json
     python benchmarks/fp16_range.py --source builtin:mmbert-base-shape --limit 96=12 --limit 1024=1 \\
