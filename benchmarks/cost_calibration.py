@@ -43,10 +43,10 @@ from experiments.ane_engineering.core.provenance import (  # noqa: E402
     tool_versions,
 )
 from experiments.ane_engineering.core.staging import check_output  # noqa: E402
-from experiments.ane_engineering.workflows.benchmarks.cost_model import export  # noqa: E402
 from experiments.ane_engineering.workflows.benchmarks.cost_calibration import (  # noqa: E402
     GRAPH,
     costed_bodies,
+    reference_bodies,
     reference_points,
 )
 
@@ -60,14 +60,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
 
-    lengths = sorted({m["length"] for m in reference_run.load()["timings"]["measurements"]})
     with tempfile.TemporaryDirectory(dir=args.output.parent, prefix=".cost-calibration-") as scratch:
-        directories = list(args.package)
-        if not directories:
-            for length in lengths:
-                print(f"exporting {args.source} body at L{length} ...", file=sys.stderr, flush=True)
-                directories.append(export(args.source, "body", length, Path(scratch)))
-        costs, records = costed_bodies(directories)
+        costs, records = costed_bodies(reference_bodies(args.package, args.source, Path(scratch)))
     chip = reference_run.chip()
     result = calibration.fit(reference_points(costs, records), chip)
     chip_figures = chips.load_chips()[chip]

@@ -27,8 +27,11 @@ from experiments.ane_engineering.core.json_documents import ANY_OBJECT, read_jso
 from experiments.ane_engineering.core.provenance import harness_fingerprint, machine, tool_versions  # noqa: E402
 from experiments.ane_engineering.core.staging import check_output  # noqa: E402
 from experiments.ane_engineering.placement import calibration  # noqa: E402
-from experiments.ane_engineering.workflows.benchmarks.cost_calibration import costed_bodies, reference_points  # noqa: E402
-from experiments.ane_engineering.workflows.benchmarks.cost_model import export  # noqa: E402
+from experiments.ane_engineering.workflows.benchmarks.cost_calibration import (  # noqa: E402
+    costed_bodies,
+    reference_bodies,
+    reference_points,
+)
 from experiments.ane_engineering.workflows.benchmarks.recalibrate_reference_run import (  # noqa: E402
     COMMITTED_EXPORT_DATE,
     FORMAT,
@@ -46,13 +49,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
     committed = read_json(calibration.EVIDENCE_PATH, ANY_OBJECT)
-    lengths = sorted({m["length"] for m in reference_run.load()["timings"]["measurements"]})
     with tempfile.TemporaryDirectory(dir=args.output.parent, prefix=".recalibration-") as scratch:
-        directories = list(args.package)
-        if not directories:
-            for length in lengths:
-                print(f"exporting {args.source} body at L{length} (reference-run) ...", file=sys.stderr, flush=True)
-                directories.append(export(args.source, "body", length, Path(scratch), "--attention", "reference-run"))
+        directories = reference_bodies(args.package, args.source, Path(scratch), "--attention", "reference-run")
         costs, records = costed_bodies(directories)
         dated = {record["length"]: hash_with_date(directory, COMMITTED_EXPORT_DATE)
                  for record, directory in zip(records, sorted(directories, key=lambda d: read_json(

@@ -26,6 +26,7 @@ from .report import Rendered
 from .sections_executor import sections as executor_sections
 from .sections_full_size import FULL_SIZE_SECTIONS
 from .sections_latency import sections as latency_sections
+from .sections_numerics import section_numerics
 from .sections_numpy_pin import sections as numpy_pin_sections
 from .sections_run import run_sections
 from .sections_startup import sections as startup_sections
@@ -70,9 +71,7 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
         lines += section(ledger.open(path)) if path.is_file() else [f"(no `{name}` yet)", ""]
     lines += executor_sections(ledger, root)  # the executor as a tool, when its evidence exists
     lines += latency_sections(ledger, root)  # the latency predictor's checks, when their evidence exists
-    from .sections_numerics import section_numerics  # benchmarks/evidence/ane-numerics-*.json, when present
-
-    lines += section_numerics(ledger, root)
+    lines += section_numerics(ledger, root)  # benchmarks/evidence/ane-numerics-*.json, when present
     lines += suite_offset_sections(ledger, root)  # the op suite's later offsets, when their evidence exists
     lines += startup_sections(ledger, root)  # the execute command's start, when its evidence exists
     lines += numpy_pin_sections(ledger, root)  # the convert extra's NumPy pin, when its evidence exists

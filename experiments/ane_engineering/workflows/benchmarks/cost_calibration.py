@@ -76,3 +76,19 @@ def reference_points(costs: dict[int, dict], records: list[dict]) -> list[dict]:
         points.append({"id": m["id"], "length": m["length"], "scope": m["scope"], "measured_ms": m["p50_ms"],
                        "totals": costs[m["length"]]["totals"], "program_sha256": sha[m["length"]]})
     return points
+
+
+def reference_bodies(packages: list[Path], source: str, scratch: Path, *options: str) -> list[Path]:
+    """The body probe directories to cost: the given ones, else `source`'s bodies exported into `scratch` at each
+    length the reference run measured (`options`: further probe arguments, e.g. --attention reference-run)."""
+    from ...core import reference_run
+    from .cost_model import export
+
+    if packages:
+        return list(packages)
+    lengths = sorted({m["length"] for m in reference_run.load()["timings"]["measurements"]})
+    directories = []
+    for length in lengths:
+        print(f"exporting {source} body at L{length} {' '.join(options)} ...", file=sys.stderr, flush=True)
+        directories.append(export(source, "body", length, scratch, *options))
+    return directories
