@@ -14,12 +14,13 @@ prediction back on and routes it to the executor:
   macOS 15.2")`) see it too: with 15.2 those cases run;
 - `testing_utils.run_core_ml_predict` and `MLModel.predict` (some tests call it directly) run the converted
   package (`mlmodel.package_path`, the .mlpackage ct.convert wrote) through `MILExecutor`; an op that refuses its
-  inputs at run time raises RuntimeError, as Core ML's predict does (the suite's error-path cases expect that type).
+  inputs at run time raises RuntimeError, as Core ML's predict does (the suite's error-path cases expect that type);
+- stateful programs (iOS18 `read_state` / `coreml_update_state`, `MLModel.make_state`) and programs with image
+  inputs (PIL images) are answered by the predict shim (predict_shim.predict_with_executor: the executor's model
+  state, Core ML's picture conventions), the same path `install_coremltools_predict` gives users.
 
 Exclusions, each an explicit pytest skip with its reason (nothing is dropped silently):
 - neuralnetwork-backend cases (skipped at collection, from the case's `backend` parameter): not ML programs;
-- stateful programs (iOS18 `read_state`/`coreml_update_state`): the executor has no model state;
-- image inputs (PIL images): the executor takes arrays only;
 - programs with list ops (`make_list`, `list_read`, `list_write`, `list_gather`, `list_scatter`, `list_length`:
   coremltools' TensorArray): the executor's values are tensors, it has no list values;
 - programs with a value of unknown rank (a variadic shape, e.g. `fill` of a shape given at run time): coremltools'
@@ -48,8 +49,6 @@ import pytest
 SUITE_PACKAGE = "coremltools.converters.mil.mil.ops.tests"
 FAKE_MACOS_VERSION = (15, 0)  # default: the newest opset the suite targets (iOS18) pairs with macOS 15
 NEURALNETWORK_REASON = "neuralnetwork backend: not an ML program (the mil executor runs ML programs only)"
-STATEFUL_REASON = "stateful program: the mil executor has no model state"
-IMAGE_REASON = "image input: the mil executor takes arrays only"
 NON_PROGRAM_REASON = "not an ML program model"
 LIST_OPS = frozenset({"make_list", "list_read", "list_write", "list_gather", "list_scatter", "list_length"})
 LIST_REASON = "list ops (make_list, list_read/write/gather/scatter/length): the mil executor has no list values"
@@ -115,13 +114,9 @@ def executor_predict(mlmodel, data: dict, state=None) -> dict:
         pytest.skip(NEURALNETWORK_REASON)
     if spec.WhichOneof("Type") != "mlProgram":
         pytest.skip(f"{NON_PROGRAM_REASON}: {spec.WhichOneof('Type')}")
-    if state is not None or mlmodel._is_stateful():
-        pytest.skip(STATEFUL_REASON)
-    feeds = {}
-    for name, value in data.items():
-        if not isinstance(value, (np.ndarray, np.generic, int, float, bool, list)):
-            pytest.skip(IMAGE_REASON)
-        feeds[name] = np.asarray(value)
+    if state is not None or mlmodel._is_stateful() or _has_image_inputs(spec):
+        return _shim_predict(mlmodel, data, state)
+    feeds = {name: np.asarray(value) for name, value in data.items()}
     try:
         loaded = load_program(mlmodel.package_path, mlmodel.function_name or "main")
     except ProgramLoadError as error:
@@ -145,6 +140,27 @@ def executor_predict(mlmodel, data: dict, state=None) -> dict:
         # Core ML's predict reports that as a RuntimeError, which is what the suite's error-path cases expect.
         # Load-time refusals (an unsupported op) are not mapped: they stay failures.
         raise RuntimeError(f"Unable to compute the prediction using ML Program (mil executor): {error}") from error
+
+
+def _has_image_inputs(spec) -> bool:
+    return any(feature.type.WhichOneof("Type") == "imageType" for feature in spec.description.input)
+
+
+def _shim_predict(mlmodel, data: dict, state=None) -> dict:
+    """A stateful or picture-taking model: the predict shim's path (its state objects, Core ML's picture rules)."""
+    from . import predict_shim
+
+    _record_ops(sorted(set(predict_shim._predictor(mlmodel).executor.op_type_counts) - CONTROL_OPS))
+    return predict_shim.predict_with_executor(mlmodel, dict(data), state)
+
+
+def _make_state(mlmodel):
+    """MLModel.make_state: a coremltools MLState over the executor's state for this model."""
+    from coremltools.models.model import MLState
+
+    from . import predict_shim
+
+    return MLState(predict_shim._predictor(mlmodel).make_state())
 
 
 def _run_core_ml_predict(mlmodel, input_key_values, state=None):
@@ -205,7 +221,7 @@ def _patches(version: tuple[int, ...] = FAKE_MACOS_VERSION) -> list[tuple[object
         (testing_utils, "_IS_MACOS", True),
         (testing_utils, "run_core_ml_predict", _run_core_ml_predict),
         (MLModel, "predict", lambda self, data, state=None: executor_predict(self, data, state)),
-        (MLModel, "make_state", lambda self: pytest.skip(STATEFUL_REASON)),  # stateful cases make a state first
+        (MLModel, "make_state", _make_state),  # stateful cases make a state first
     ]
 
 
