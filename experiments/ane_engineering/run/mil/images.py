@@ -168,14 +168,20 @@ def image_feature(feature, function=None) -> ImageInfo | None:
                      scale, bias)
 
 
+def function_description(spec, function_name: str | None):
+    """The features of one function: a multifunction package describes each function apart and leaves the model's
+    own description.input / output empty."""
+    for described in spec.description.functions:
+        if described.name == function_name:
+            return described
+    return spec.description
+
+
 def image_features(spec, function_name: str, function=None) -> tuple[dict[str, ImageInfo], dict[str, ImageInfo]]:
     """({input name: ImageInfo}, {output name: ImageInfo}) of one function of a model spec (None: no spec)."""
     if spec is None:
         return {}, {}
-    description = spec.description
-    for described in description.functions:  # a multifunction package describes each function apart
-        if described.name == function_name:
-            description = described
+    description = function_description(spec, function_name)
     inputs = {f.name: info for f in description.input if (info := image_feature(f, function)) is not None}
     outputs = {f.name: info for f in description.output if (info := image_feature(f)) is not None}
     return inputs, outputs

