@@ -80,3 +80,35 @@ def test_a_multifunction_classifier_gives_coreml_label_types(shim, tmp_path):
     with torch.no_grad():
         want = image_net(torch.from_numpy(pixels[:, :, ::-1].transpose(2, 0, 1)[None] * np.float32(SCALE))).numpy()
     assert _close(got, want)
+
+
+def test_pictures_of_wide_samples_are_refused_not_clipped(tmp_path, capsys):
+    # Pillow clips 16-bit samples to 255 when it converts to "L" / "RGB": a 16-bit PNG used to run as a white picture
+    gray_net, gray = convert_image_model(tmp_path / "gray.mlpackage", ct.colorlayout.GRAYSCALE, 1)
+    _, rgb = convert_image_model(tmp_path / "rgb.mlpackage", ct.colorlayout.RGB, 3)
+    rng = np.random.default_rng(2)
+    eight = rng.integers(0, 256, (HEIGHT, WIDTH), dtype=np.uint8)
+    Image.fromarray(eight).save(tmp_path / "eight.png")
+    Image.fromarray(eight.astype(np.uint16) * 257).save(tmp_path / "sixteen.png")
+    assert Image.open(tmp_path / "sixteen.png").mode == "I;16"
+    out = tmp_path / "eight.npz"
+    assert run_main(execute_main, ["--package", str(gray), "--inputs", str(tmp_path / "eight.png"),
+                                   "--output", str(out)]) == 0
+    with torch.no_grad():
+        want = gray_net(torch.from_numpy(eight[None, None] * np.float32(SCALE))).numpy()
+    with np.load(out) as data:
+        assert _close(next(iter(data.values())), want)
+    capsys.readouterr()
+    for package in (gray, rgb):
+        refused = tmp_path / "sixteen.npz"
+        assert run_main(execute_main, ["--package", str(package), "--inputs", str(tmp_path / "sixteen.png"),
+                                       "--output", str(refused)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "sixteen.png" in err and "'I;16'" in err and err.count("\n") == 1
+        assert not refused.exists()
+    # picture arrays no 8-bit picture can be: uint16 samples, negative or NaN values
+    predictor = Predictor(rgb)
+    for array in (eight[:, :, None].repeat(3, 2).astype(np.uint16) * 257, np.full((HEIGHT, WIDTH, 3), -1.0),
+                  np.full((HEIGHT, WIDTH, 3), np.nan)):
+        with pytest.raises(ImageInputError, match="8-bit pixel values 0..255"):
+            predictor.predict({"image": array})

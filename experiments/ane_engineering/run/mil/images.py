@@ -11,8 +11,9 @@ on 0..255 pixel values. `describe` reads both: layout and size from the descript
 Pictures to tensors (`to_tensor`), as Core ML takes them (coremltools' `predict` takes a PIL image; the same page):
 - a picture file (PNG, JPEG, anything Pillow opens) or a PIL image: converted to mode "RGB" for an RGB or BGR input,
   "L" for GRAYSCALE, "F" (float pixels) for GRAYSCALE_FLOAT16; its size must be one the input accepts (no resizing);
+  a picture of 16- or 32-bit samples (a 16-bit PNG) is refused unless it is already the input's mode;
 - an H x W x C array (or H x W for grayscale) is a picture in RGB order, as PIL holds it: uint8 as pictures are,
-  or float pixel values (0..255; any value for GRAYSCALE_FLOAT16), taken as they are;
+  or float pixel values (0..255, anything outside refused; any value for GRAYSCALE_FLOAT16), taken as they are;
 - for a BGR input the channels are reversed (pictures are RGB, the model takes B, G, R); then HWC -> (1, C, H, W);
 - anything else (e.g. a (1, C, H, W) float array) is already the program's tensor, in the model's own channel order,
   and passes unchanged.
@@ -36,6 +37,7 @@ from ...core.errors import HarnessError
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 LAYOUTS = {10: "GRAYSCALE", 20: "RGB", 30: "BGR", 40: "GRAYSCALE_FLOAT16"}  # FeatureTypes.proto ColorSpace
 PIL_MODES = {"RGB": "RGB", "BGR": "RGB", "GRAYSCALE": "L", "GRAYSCALE_FLOAT16": "F"}
+WIDE_MODES = ("I", "F", "I;16", "I;16L", "I;16B", "I;16N")  # Pillow modes of 16- and 32-bit samples
 
 
 class ImageInputError(HarnessError):
@@ -216,13 +218,22 @@ def read_picture(path: Path, info: ImageInfo) -> np.ndarray:
                 if not info.accepts_size(height, width):
                     raise ImageInputError(f"{path}: a {height}x{width} picture; input {info.name!r} takes "
                                           f"{info.sizes_text()} (height x width; pictures are not resized)")
-                return _pil_array(picture, info)
+                try:
+                    return _pil_array(picture, info)
+                except ImageInputError as problem:
+                    raise ImageInputError(f"{path}: {problem}") from None
         except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as problem:
             raise ImageInputError(f"{path}: not a picture Pillow can read ({str(problem)[:80]})") from None
 
 
 def _pil_array(picture, info: ImageInfo) -> np.ndarray:
     mode = PIL_MODES[info.layout]
+    if picture.mode in WIDE_MODES and picture.mode != mode:
+        # Pillow's convert to "L" / "RGB" clips samples above 255 instead of scaling them (a 16-bit PNG turns white),
+        # and how Core ML maps wide samples to its 8-bit pixels is not documented: refused, not guessed
+        takes = "float pictures (mode 'F')" if mode == "F" else f"8-bit pictures (mode {mode!r})"
+        raise ImageInputError(f"input {info.name!r}: a picture of mode {picture.mode!r} (samples wider than 8 bits); "
+                              f"the {info.layout} input takes {takes}: convert it first")
     return np.asarray(picture if picture.mode == mode else picture.convert(mode))
 
 
@@ -244,6 +255,12 @@ def to_tensor(info: ImageInfo, value) -> np.ndarray:
     if not info.accepts_size(height, width):
         raise ImageInputError(f"input {info.name!r}: a {height}x{width} picture; the input takes {info.sizes_text()} "
                               "(height x width; pictures are not resized)")
+    if info.layout != "GRAYSCALE_FLOAT16" and array.size and not (0 <= array.min() and array.max() <= 255):
+        # an 8-bit picture holds 0..255: a uint16 picture array or a negative value would run silently as pixels
+        # no Core ML picture can have
+        raise ImageInputError(f"input {info.name!r}: a picture array with values in [{array.min()}, {array.max()}]; "
+                              f"the {info.layout} input takes 8-bit pixel values 0..255 (or give the (1, C, H, W) "
+                              "tensor the program takes)")
     if info.layout == "BGR":
         array = array[:, :, ::-1]  # pictures are RGB; the model takes B, G, R
     return np.ascontiguousarray(array.transpose(2, 0, 1)[None], dtype=np.float32)  # (1, C, H, W)
