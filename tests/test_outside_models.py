@@ -112,3 +112,36 @@ def test_pictures_of_wide_samples_are_refused_not_clipped(tmp_path, capsys):
                   np.full((HEIGHT, WIDTH, 3), np.nan)):
         with pytest.raises(ImageInputError, match="8-bit pixel values 0..255"):
             predictor.predict({"image": array})
+
+
+class Gather(torch.nn.Module):
+    """Several inputs and outputs: float and int32 inputs, a table lookup by an int32 index, int32 outputs."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.table = torch.nn.Parameter(torch.randn(10, 3))
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, a, idx, n):  # a (2, 3) float, idx (4,) int32, n (1,) int32
+        rows = self.table[idx.long()]
+        return self.linear(a) * n.float(), rows.sum(0, keepdim=True), torch.argmax(rows, 1).to(torch.int32), idx * 2 + n
+
+
+def test_int32_inputs_match_torch_and_refuse_values_their_dtype_cannot_hold(shim, tmp_path):
+    inputs = [ct.TensorType(name="a", shape=(2, 3)), ct.TensorType(name="idx", shape=(4,), dtype=np.int32),
+              ct.TensorType(name="n", shape=(1,), dtype=np.int32)]
+    example = (torch.randn(2, 3), torch.arange(4, dtype=torch.int32), torch.ones(1, dtype=torch.int32))
+    package = _convert(Gather().eval(), example, inputs, tmp_path / "g.mlpackage",
+                       outputs=[ct.TensorType(name=n) for n in ("h", "rows", "arg", "twice")])
+    net, model, rng = Gather().eval(), MLModel(package), np.random.default_rng(3)
+    feeds = [{"a": rng.standard_normal((2, 3)).astype(np.float32), "idx": rng.integers(0, 10, 4).astype(np.int32),
+              "n": np.array([rng.integers(-3, 4)], np.int32)} for _ in range(3)]
+    for feed, out in zip(feeds, model.predict(feeds)):  # a batch: a list of dicts, a list of output dicts back
+        with torch.no_grad():
+            h, rows, arg, twice = (t.numpy() for t in net(*(torch.from_numpy(v) for v in feed.values())))
+        assert _close(out["h"], h) and _close(out["rows"], rows)
+        assert out["arg"].dtype == np.int32 and np.array_equal(out["arg"], arg) and np.array_equal(out["twice"], twice)
+    # 2**40 used to wrap to 0 in the cast to int32 and run on as index 0
+    with pytest.raises(RuntimeError, match=r"input 'idx' holds values in \[0, 1099511627776\]; its int32"):
+        model.predict({**feeds[0], "idx": np.array([2 ** 40, 0, 1, 2])})

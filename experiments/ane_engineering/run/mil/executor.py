@@ -440,6 +440,7 @@ class MILExecutor:
                 raise InputError(f"input {name!r} has shape {tuple(arr.shape)}, the program expects {info.expected()}")
             if arr.dtype.kind not in "fiub":
                 raise InputError(f"input {name!r} has dtype {arr.dtype}; numeric arrays only")
+            _check_integer_range(name, arr, np.dtype(info.dtype))
             value = cast_to(arr, info.dtype, self.threads)  # cast to the input type (fp16), as Core ML does
             out[name] = value.copy() if value is arr else value  # our own copy: the caller's array is never touched
         return out
@@ -569,3 +570,14 @@ class MILExecutor:
             "threads": self.threads,
             "load_seconds": round(self.load_seconds, 4),
         }
+
+
+def _check_integer_range(name: str, arr: np.ndarray, dtype: np.dtype) -> None:
+    """An integer input refuses values its dtype cannot hold (and NaN): astype would wrap 2**40 to 0 and run on."""
+    if dtype.kind not in "iu" or not arr.size or arr.dtype.kind not in "fiu":
+        return
+    low, high = arr.min(), arr.max()
+    limits = np.iinfo(dtype)
+    if not (limits.min <= low and high <= limits.max):
+        raise InputError(f"input {name!r} holds values in [{low}, {high}]; its {dtype} takes "
+                         f"[{limits.min}, {limits.max}]")
