@@ -145,3 +145,52 @@ def test_int32_inputs_match_torch_and_refuse_values_their_dtype_cannot_hold(shim
     # 2**40 used to wrap to 0 in the cast to int32 and run on as index 0
     with pytest.raises(RuntimeError, match=r"input 'idx' holds values in \[0, 1099511627776\]; its int32"):
         model.predict({**feeds[0], "idx": np.array([2 ** 40, 0, 1, 2])})
+
+
+class TwoStates(torch.nn.Module):
+    """Two states of different shapes: a running sum and a window of the last three steps."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.linear = torch.nn.Linear(4, 4)
+        self.register_buffer("total", torch.zeros(1, 4))
+        self.register_buffer("window", torch.zeros(1, 3, 4))
+
+    def forward(self, x, step):  # x (1, 4), step (1,) int32
+        h = self.linear(x) * (step.float() + 1.0)
+        self.total.add_(h)
+        self.window[:, :, :] = torch.cat([self.window[:, 1:, :], h[:, None, :]], dim=1)
+        return self.total * 0.5 + self.window.sum(1), self.window.max(1).values
+
+
+def test_two_states_match_torch_at_every_step_through_predict_and_the_command(shim, tmp_path, capsys):
+    states = [ct.StateType(wrapped_type=ct.TensorType(shape=shape), name=name)
+              for name, shape in (("total", (1, 4)), ("window", (1, 3, 4)))]
+    package = _convert(TwoStates().eval(), (torch.zeros(1, 4), torch.zeros(1, dtype=torch.int32)),
+                       [ct.TensorType(name="x", shape=(1, 4)), ct.TensorType(name="step", shape=(1,), dtype=np.int32)],
+                       tmp_path / "s.mlpackage", states=states,
+                       outputs=[ct.TensorType(name="y"), ct.TensorType(name="peak")])
+    rng = np.random.default_rng(2)
+    feeds = [{"x": rng.standard_normal((1, 4)).astype(np.float32), "step": np.array([i], np.int32)} for i in range(4)]
+    model, reference = MLModel(package), TwoStates().eval()
+    state = model.make_state()
+    wants = []
+    folder = tmp_path / "steps"
+    folder.mkdir()
+    for number, feed in enumerate(feeds):
+        np.savez(folder / f"step{number}.npz", **feed)
+        with torch.no_grad():
+            wants.append([t.numpy() for t in reference(*(torch.from_numpy(v) for v in feed.values()))])
+        out = model.predict(feed, state=state)
+        assert _close(out["y"], wants[-1][0]) and _close(out["peak"], wants[-1][1])
+        assert _close(state.read_state("total"), reference.total) and _close(state.read_state("window"), reference.window)
+    assert run_main(execute_main, ["--package", package, "--inputs", str(folder), "--output", str(tmp_path / "o")]) == 0
+    for number, (y, peak) in enumerate(wants):  # one state carried across the command's input sequence
+        with np.load(tmp_path / "o" / f"step{number}.npz") as data:
+            assert _close(data["y"], y) and _close(data["peak"], peak)
+    # a state that is not make_state()'s used to end in an AttributeError
+    with pytest.raises(RuntimeError, match=r"state= takes what make_state\(\) returned, not a ndarray"):
+        model.predict(feeds[0], state=np.zeros((1, 4), np.float16))
+    with pytest.raises(RuntimeError, match="is stateful"):
+        model.predict(feeds[0])

@@ -86,6 +86,8 @@ class Predictor:
             info = self.image_inputs.get(name)
             feeds[name] = value if info is None else _image_tensor(info, value)
         if state is not None:
+            if not isinstance(state, ModelState):
+                raise StateError(f"state= takes what make_state() returned, not a {type(state).__name__}")
             state.check(self.states)
             clash = sorted(set(feeds) & set(state.buffers))
             if clash:
