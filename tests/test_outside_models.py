@@ -194,3 +194,37 @@ def test_two_states_match_torch_at_every_step_through_predict_and_the_command(sh
         model.predict(feeds[0], state=np.zeros((1, 4), np.float16))
     with pytest.raises(RuntimeError, match="is stateful"):
         model.predict(feeds[0])
+
+
+class UpdateThenLookUp(torch.nn.Module):
+    """Updates its first state, then looks a row up by an int32 index, then updates its second state."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Parameter(torch.randn(5, 3))
+        self.register_buffer("a", torch.zeros(1, 3))
+        self.register_buffer("b", torch.zeros(1, 3))
+
+    def forward(self, x, idx):
+        self.a.add_(x)
+        self.b.add_(self.table[idx.long()])
+        return self.a * 2.0 + self.b
+
+
+def test_a_run_that_fails_half_way_leaves_the_state_as_it_was(shim, tmp_path):
+    package = _convert(UpdateThenLookUp().eval(), (torch.zeros(1, 3), torch.zeros(1, dtype=torch.int32)),
+                       [ct.TensorType(name="x", shape=(1, 3)), ct.TensorType(name="idx", shape=(1,), dtype=np.int32)],
+                       tmp_path / "h.mlpackage", outputs=[ct.TensorType(name="y")],
+                       states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 3)), name=n) for n in "ab"])
+    model, reference = MLModel(package), UpdateThenLookUp().eval()
+    state = model.make_state()
+    x = np.array([[1.0, -2.0, 0.5]], np.float32)
+    with pytest.raises(RuntimeError, match="gather"):  # row 7 of 5: the lookup fails after the first update ran
+        model.predict({"x": x, "idx": np.array([7], np.int32)}, state=state)
+    assert not state.read_state("a").any() and not state.read_state("b").any()  # used to hold x in `a`
+    for idx in (3, 1):  # the sequence goes on as if the failed run had not happened
+        feed = {"x": x, "idx": np.array([idx], np.int32)}
+        with torch.no_grad():
+            want = reference(*(torch.from_numpy(v) for v in feed.values())).numpy()
+        assert _close(model.predict(feed, state=state)["y"], want)

@@ -13,7 +13,7 @@ with `pictures="pil"`, a PIL image as coremltools' predict returns it.
 
 States (state.py): a stateful program refuses a run without a state; the state's buffers are read and written in
 place by the program's read_state / coreml_update_state ops, so a sequence of runs with one state is a sequence of
-steps (a KV cache filling up).
+steps (a KV cache filling up); a run that fails leaves the state as it was before it.
 """
 
 from __future__ import annotations
@@ -98,7 +98,17 @@ class Predictor:
     def predict(self, inputs: dict, state: ModelState | None = None, pictures: str = "array") -> dict:
         if pictures not in PICTURE_FORMS:
             raise ValueError(f"pictures must be one of {PICTURE_FORMS}, not {pictures!r}")
-        outputs = self.executor.run(self.feeds(inputs, state))
+        feeds = self.feeds(inputs, state)
+        # a run that fails half-way (an op refusing its inputs) leaves the state as it was, not with only its first
+        # states updated: a caller who catches the error and goes on would carry a half-applied step. Updates
+        # replace a buffer's array (state.py), so keeping the old arrays costs no copy
+        before = {name: buffer.value for name, buffer in state.buffers.items()} if state is not None else {}
+        try:
+            outputs = self.executor.run(feeds)
+        except BaseException:
+            for name, value in before.items():
+                state.buffers[name].value = value
+            raise
         for name, info in self.image_outputs.items():
             if name in outputs:
                 picture = to_picture(info, outputs[name])
