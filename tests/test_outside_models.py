@@ -228,3 +228,21 @@ def test_a_run_that_fails_half_way_leaves_the_state_as_it_was(shim, tmp_path):
         with torch.no_grad():
             want = reference(*(torch.from_numpy(v) for v in feed.values())).numpy()
         assert _close(model.predict(feed, state=state)["y"], want)
+
+
+def test_an_image_output_is_described_as_an_output_and_written_as_torch_computes_it(tmp_path, capsys):
+    net, package = convert_image_model(tmp_path / "o.mlpackage", ct.colorlayout.RGB, 3, scale=1.0, channels_out=3,
+                                       outputs=[ct.ImageType(name="picture", color_layout=ct.colorlayout.BGR)])
+    assert run_main(execute_main, ["--package", str(package), "--describe"]) == 0
+    text = capsys.readouterr().out
+    described = text[text.index("outputs:"):]  # the output used to read "pixels enter as they are: 0..255"
+    assert "image: BGR" in described and "rounded and clipped to 0..255" in described and "enter" not in described
+    pixels = np.random.default_rng(4).integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "in.png")
+    assert run_main(execute_main, ["--package", str(package), "--inputs", str(tmp_path / "in.png"),
+                                   "--output", str(tmp_path / "out.npz")]) == 0
+    with torch.no_grad():  # the program's channels are B, G, R; the written picture is RGB
+        bgr = net(torch.from_numpy(pixels.transpose(2, 0, 1)[None].astype(np.float32))).numpy()[0]
+    want = np.clip(bgr[::-1].transpose(1, 2, 0), 0, 255)
+    with np.load(tmp_path / "out.npz") as data:
+        assert data["picture"].dtype == np.uint8 and np.max(np.abs(data["picture"] - want)) <= 0.5 + 1e-3  # FP32: rounding only

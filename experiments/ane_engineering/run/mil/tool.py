@@ -58,7 +58,7 @@ def describe_package(path: Path, function_name: str | None = None) -> dict:
 
 
 def format_description(info: dict) -> str:
-    def tensor(t: dict) -> str:
+    def tensor(t: dict, output: bool = False) -> str:
         extra = ""
         if "enumerated_shapes" in t:
             extra = f", enumerated shapes {t['enumerated_shapes']}"
@@ -67,8 +67,10 @@ def format_description(info: dict) -> str:
         line = f"  {t['name']}: {t['dtype']} {t['shape']}{extra}"
         if "image" in t:  # ct.ImageType: a picture in the description, this tensor in the program
             image = t["image"]
-            line += (f"\n    image: {image['layout']}, {image['size']} size {image['sizes']} (height x width); "
-                     f"{image_preprocessing(image)}")
+            # an output has no preprocessing: the program's values become the picture's pixels (images.to_picture)
+            after = (("values become float pixels as they are" if image["layout"] == "GRAYSCALE_FLOAT16" else
+                      "values become pixels, rounded and clipped to 0..255") if output else image_preprocessing(image))
+            line += f"\n    image: {image['layout']}, {image['size']} size {image['sizes']} (height x width); {after}"
         return line
 
     lines = [f"package: {info['package']}",
@@ -77,7 +79,7 @@ def format_description(info: dict) -> str:
              "inputs:", *[tensor(t) for t in info["inputs"]],
              *(["states (carried across runs: make_state(), or the command's sequence of inputs):",
                 *[tensor(t) for t in info["states"]]] if info["states"] else []),
-             "outputs:", *[tensor(t) for t in info["outputs"]],
+             "outputs:", *[tensor(t, output=True) for t in info["outputs"]],
              f"ops: {info['ops']} ({', '.join(f'{k} {v}' for k, v in info['op_types'].items())})"]
     if info["every_op_supported"]:
         lines.append("every op is supported by the mil executor")
