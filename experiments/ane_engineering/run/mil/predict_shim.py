@@ -16,13 +16,16 @@ coremlpython/CoreMLPythonUtils.mm):
 - inputs go through coremltools' own checks and conversions first (`_verify_input_dict`: known input names, and an
   image input must be a PIL image of mode RGB for RGB/BGR, L for GRAYSCALE, F for GRAYSCALE_FLOAT16;
   `_convert_tensor_to_numpy`: torch tensors and lists to numpy; fp16 arrays to float32), so a call refused on a Mac
-  is refused here; what the program then refuses (a shape, a missing input, a picture of another size, no state for
-  a stateful model) or an op that fails raises RuntimeError, as Core ML's predict does;
+  is refused here; what the program then refuses (a shape, a missing input, a picture of another size, an integer
+  its int32 cannot hold, no state for a stateful model) or an op that fails raises RuntimeError, as Core ML's
+  predict does, and a failed run leaves its state as it was
+  (coremltools reads the model's description.input for these checks, which a multifunction package leaves empty: there
+  it checks no picture mode, and the executor converts a picture to the function's mode as images.py says);
 - `data` may be a dict or a list of dicts (a batch, list of output dicts back; no state with a batch);
 - outputs: a dict of numpy arrays; int64, double and string features (a classifier's label) as Python int, float
-  and str, a classifier's probabilities as {class: float}; an
-  image output as a PIL image: mode RGBA for RGB/BGR (the binding turns Core ML's 32BGRA pixel buffer into an RGBA
-  image; alpha 255 here), L for GRAYSCALE, F for GRAYSCALE_FLOAT16;
+  and str (read from the function's own description in a multifunction package), a classifier's probabilities as
+  {class: float}; an image output as a PIL image: mode RGBA for RGB/BGR (the binding turns Core ML's 32BGRA pixel
+  buffer into an RGBA image; alpha 255 here), L for GRAYSCALE, F for GRAYSCALE_FLOAT16;
 - `make_state()` returns a coremltools MLState whose read_state / write_state reach the executor's state (state.py);
   `predict(data, state=...)` reads and updates it.
 """
