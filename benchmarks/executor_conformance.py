@@ -8,11 +8,13 @@ and source hashes behind it. Cases that never reach a prediction (builder/type-i
 apart from the cases whose program the executor ran. A `--budget-seconds` stops starting new files once spent;
 files not run are listed (the evidence then covers a documented subset).
 
-    python benchmarks/executor_conformance.py --output benchmarks/evidence/executor_conformance.json
     python benchmarks/executor_conformance.py --sample-every 4 --sample-offset 1 --macos-version 15.2 \
         --output benchmarks/evidence/executor_conformance_offset1.json     # one offset of four
-    python benchmarks/executor_conformance.py --functions-failing-in benchmarks/evidence/executor_conformance.json \
-        --output benchmarks/evidence/executor_conformance_offset0_failures_rerun.json
+    python benchmarks/executor_conformance.py --sample-every 4 --sample-offset 1 --macos-version 15.2 \
+        --files iOS15/test_image_resizing.py --output benchmarks/evidence/executor_conformance_offset1_rerun.json
+        # whole test files again after a fix (benchmarks/executor_conformance_offsets.py lets it replace them)
+    python benchmarks/executor_conformance.py --functions-failing-in benchmarks/evidence/executor_conformance_offset1.json \
+        --output /tmp/failing_again.json     # only the failed functions, a quick look after a fix
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|root|home|work|Users|usr|opt|var|p
 def redact(text: str) -> str:
     """A reason without the machine's paths (the temporary package a case converted to): evidence names none."""
     return MACHINE_PATH.sub("<path>", text)
+
+
+def installed_version(distribution: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def suite_files(suite: Path, selected: list[str] | None) -> list[Path]:
@@ -289,6 +300,8 @@ def main(argv=None) -> int:
         "assembled_from_reports": args.from_reports is not None,
         "jobs": args.jobs,
         **summary,
+        # coremltools skips the cases whose expected values come from TensorFlow when it is absent
+        "suite_dependencies": {"tensorflow": installed_version("tensorflow") or installed_version("tensorflow-cpu")},
         "machine": machine(), "tools": tool_versions(), "harness": harness,
     }
     write_evidence(args.output, evidence)

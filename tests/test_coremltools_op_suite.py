@@ -1,6 +1,6 @@
 """A fixed sample of coremltools' own MIL op tests, their Core ML predictions answered by the mil executor.
 
-The whole suite runs in benchmarks/executor_conformance.py (evidence/executor_conformance.json); here a fixed
+The whole suite runs in benchmarks/executor_conformance.py (evidence/executor_conformance_offset*.json); here a fixed
 handful of its test functions runs through the same plugin in a pytest subprocess, and one case runs in process
 with a deliberately broken handler to show that the suite's comparison reaches the executor's numbers.
 
@@ -118,3 +118,18 @@ def test_offsets_of_a_stride_cover_every_case_once():
     for bad in ("14.6", "fifteen", ""):
         with pytest.raises(pytest.UsageError):
             parse_macos_version(bad)
+
+
+def test_only_fp16_overflows_of_values_beyond_its_range_are_explained():
+    """The plugin's FP16-range explanation holds only where the expected value lies beyond FP16's range and the
+    prediction is the infinity of that sign; any other difference stays a failure."""
+    from experiments.ane_engineering.run.mil.coremltools_suite import beyond_fp16_only
+
+    expected = np.array([5.8e5, -7.0e4, 12.0, 3.0], np.float32)
+    tol = {"atol": 0.5, "rtol": 0.05}
+    assert beyond_fp16_only(np.array([np.inf, -np.inf, 12.1, 3.0]), expected, **tol)
+    assert not beyond_fp16_only(np.array([np.inf, -np.inf, 14.0, 3.0]), expected, **tol)  # a real error beside
+    assert not beyond_fp16_only(np.array([-np.inf, -np.inf, 12.0, 3.0]), expected, **tol)  # the wrong sign
+    assert not beyond_fp16_only(np.array([5.8e5, -7.0e4, np.inf, 3.0]), expected, **tol)  # inf where FP16 holds it
+    assert not beyond_fp16_only(expected.astype(np.float64), expected, **tol)  # nothing differs: not this reason
+    assert not beyond_fp16_only(np.array([np.inf, -np.inf]), expected, **tol)  # another shape

@@ -80,6 +80,22 @@ def test_gather_indices_out_of_range_are_refused_with_validate_indices():
             {"x": X, "i": np.array([[3, 0]], np.int32)})
 
 
+def test_scatter_takes_indices_of_any_rank():
+    """coremltools' own scatter cases give 2-D and 3-D indices (TF's scatter_update semantics): updates are
+    data.shape[:axis] + indices.shape + data.shape[axis+1:]; each index's slice lands in row-major order."""
+    idx = np.array([[3, 0], [2, 1]], np.int32)  # [2, 2] into axis 1 (size 4)
+    upd = f16(RNG.standard_normal((3, 2, 2, 5)))
+    outs = run(lambda x, i, u: (mb.scatter(data=x, indices=i, updates=u, axis=1, mode="update"),
+                                mb.scatter(data=x, indices=i, updates=u, axis=1, mode="add")),
+               {"x": X, "i": idx, "u": upd}, opset=ct.target.iOS15)
+    ref = x64.copy()
+    ref[:, idx.reshape(-1)] = upd.reshape(3, 4, 5)
+    np.testing.assert_array_equal(outs[0], ref.astype(np.float16))
+    ref = x64.copy()
+    ref[:, idx.reshape(-1)] += upd.reshape(3, 4, 5).astype(np.float64)
+    assert_fp16(outs[1], ref, what="scatter add, 2-D indices")
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_scatter_family_matches_numpy(mode):
     upd = f16(RNG.standard_normal((3, 2, 5)))

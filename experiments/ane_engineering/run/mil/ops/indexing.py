@@ -120,7 +120,11 @@ def _data(args, num):
 def op_scatter(node, args, num):
     out, updates = _data(args, num)
     axis = as_axis(args.get("axis", 0), out.ndim)
-    idx, valid = _scatter_indices(node, np.asarray(args["indices"]).reshape(-1), out.shape[axis], args)
+    indices = np.asarray(args["indices"])
+    idx, valid = _scatter_indices(node, indices.reshape(-1), out.shape[axis], args)
+    # indices of any rank, as Core ML takes them (coremltools' own cases, TF's scatter_update semantics): updates
+    # are data.shape[:axis] + indices.shape + data.shape[axis+1:], one slice per index in row-major order
+    updates = updates.reshape(out.shape[:axis] + (indices.size,) + out.shape[axis + 1:])
     index = (slice(None),) * axis + (idx[valid],)
     kept = np.take(updates, np.flatnonzero(valid), axis=axis)
     return _apply(node, out, index, kept, str(args.get("mode", "add")))
