@@ -209,12 +209,11 @@ def _compare_backend(mlmodel, input_key_values, expected_outputs, dtype="fp32", 
         if dtype != "fp16" or not prediction:
             raise
         wide_atol, wide_rtol = max(atol * 100.0, 5e-1), max(rtol * 100.0, 5e-2)  # as compare_backend widens
-        outputs = [(testing_utils._get_coreml_out_from_dict(prediction, name), expected)
-                   for name, expected in expected_outputs.items()]
-        if any(isinstance(out, np.ndarray) and beyond_fp16_only(out, expected, wide_atol, wide_rtol)
-               for out, expected in outputs) and all(
-                not isinstance(out, np.ndarray) or np.allclose(out, expected, atol=wide_atol, rtol=wide_rtol)
-                or beyond_fp16_only(out, expected, wide_atol, wide_rtol) for out, expected in outputs):
+        arrays = [(out, expected) for name, expected in expected_outputs.items()
+                  if isinstance(out := testing_utils._get_coreml_out_from_dict(prediction, name), np.ndarray)]
+        overflowed = [beyond_fp16_only(out, expected, wide_atol, wide_rtol) for out, expected in arrays]
+        if any(overflowed) and all(o or np.allclose(out, expected, atol=wide_atol, rtol=wide_rtol)
+                                   for o, (out, expected) in zip(overflowed, arrays, strict=True)):
             pytest.skip(FP16_RANGE_REASON)
         raise
 
@@ -260,9 +259,8 @@ def _patches(version: tuple[int, ...] = FAKE_MACOS_VERSION) -> list[tuple[object
     """(object, attribute, new value) for every name the plugin replaces."""
     import coremltools.models.utils as model_utils
     from coremltools.converters.mil import testing_utils
-    from coremltools.models import MLModel
-
     from coremltools.converters.mil.mil.ops.tests import testing_utils as suite_utils
+    from coremltools.models import MLModel
 
     _ORIGINAL_COMPARE.setdefault("compare_backend", testing_utils.compare_backend)
     shim = pytypes.SimpleNamespace(**{k: getattr(model_utils, k) for k in dir(model_utils) if not k.startswith("__")})
