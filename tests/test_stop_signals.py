@@ -40,6 +40,12 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def harness_env() -> dict:
+    """This environment with the checkout first on PYTHONPATH, so a subprocess imports the harness under test."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *paths])}
+
+
 def stop_command(tmp_path: Path, argv: list[str], sig: int, when, extra: float = 0.0, group: bool = False,
                  inputs: tuple[Path, ...] = ()) -> str:
     """Run `python -m experiments.ane_engineering.<argv>` in tmp_path/work, send `sig` once
@@ -49,8 +55,7 @@ def stop_command(tmp_path: Path, argv: list[str], sig: int, when, extra: float =
     work.mkdir()
     scratch.mkdir()
     before = {path: tree_digest(path) for path in inputs}
-    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1])] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    env = {**harness_env(), "TMPDIR": str(scratch)}
     process = subprocess.Popen([sys.executable, "-m", "experiments.ane_engineering." + argv[0], *argv[1:]],
                                cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
@@ -175,6 +180,74 @@ def test_sweep_stopped_while_a_candidate_runs_publishes_nothing(tiny_packages, t
                  signal.SIGINT, lambda stderr, work, pid: any(work.glob(".out.*.partial/candidates/.w8-*")), 3.0,
                  group=True, inputs=(package,))
 
+
+
+POOL_THAT_REPLACES_ITS_WORKERS = """
+import multiprocessing, os, signal, sys, time
+from experiments.ane_engineering.core import stop
+
+LOG = sys.argv[1]
+
+def task(i):
+    with open(LOG, "a") as log:
+        log.write(f"{os.getpid()} {time.time()}\\n")
+    time.sleep(0.02)
+    return i
+
+if __name__ == "__main__":
+    with stop.worker_task():  # a sweep's candidate worker, running coremltools' k-means Pool
+        pool = multiprocessing.get_context("spawn").Pool(2, initializer=stop.ignore_interrupts)
+        result = pool.map_async(task, range(5000), chunksize=1)
+        while not os.path.exists(LOG) or len(open(LOG).read().splitlines()) < 10:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        result.wait()
+"""
+
+
+def test_a_stopped_worker_leaves_no_pool_worker_behind(tmp_path):
+    """The stop terminates the pool's workers and the pool starts new ones at once; none may outlive the worker
+    (CI once caught such an orphan running queued k-means tasks, then printing a broken-pipe traceback)."""
+    import psutil
+
+    script, log = tmp_path / "worker.py", tmp_path / "tasks.log"
+    script.write_text(POOL_THAT_REPLACES_ITS_WORKERS)
+    process = subprocess.run([sys.executable, str(script), str(log)], env=harness_env(), capture_output=True, text=True,
+                             timeout=COMMAND_TIMEOUT)  # returns once every holder of its stderr is gone
+    ended = time.time()
+    assert process.returncode == 128 + signal.SIGTERM, process.stderr[-3000:]
+    assert process.stderr == "", process.stderr[-3000:]  # no traceback, no resource-tracker relaunch warning
+    time.sleep(1.0)  # an orphan would run queued tasks now
+    tasks = [line.split() for line in log.read_text().splitlines()]
+    assert not [when for _, when in tasks if float(when) > ended]
+    assert not [pid for pid in {int(pid) for pid, _ in tasks} if psutil.pid_exists(pid)]
+
+
+def test_no_process_starts_once_a_stop_is_recorded(monkeypatch):
+    import multiprocessing
+
+    import psutil
+
+    outcomes = []
+
+    def main(argv):  # run_main turns whatever main raises into an exit status: outcomes are checked outside
+        _in_process_stop(monkeypatch)
+        before = psutil.Process().children(recursive=True)
+        for method in ("spawn", "fork"):
+            try:
+                multiprocessing.get_context(method).Process(target=os.getpid).start()
+                outcomes.append((method, "started"))
+            except stop.StopRequested as refused:
+                outcomes.append((method, refused.signum))
+        outcomes.append(psutil.Process().children(recursive=True) == before)
+        return 0
+
+    assert run_main(main, []) == 128 + signal.SIGTERM
+    assert outcomes == [("spawn", signal.SIGTERM), ("fork", signal.SIGTERM), True]
+    process = multiprocessing.get_context("spawn").Process(target=os.getpid)
+    process.start()  # the command ended: processes start again
+    process.join(COMMAND_TIMEOUT)
+    assert process.exitcode == 0
 
 # In process: the publish step itself.
 

@@ -16,7 +16,8 @@ is what decides:
   staging entry still registered is removed: a stop that arrives during or just after a rename still leaves nothing
   at the output path;
 - child processes (worker pools, k-means workers) are terminated as soon as the stop is recorded (their work is
-  discarded and a pool's shutdown no longer waits for it), and a child forked after the stop ends at once;
+  discarded and a pool's shutdown no longer waits for it), no multiprocessing process starts after it (a pool that
+  replaces its terminated workers is refused), and a child forked after the stop ends at once;
 - a watcher thread reads the signal from a wakeup pipe, so the stop is recorded and children are terminated even
   while the main thread sits in C code;
 - a watchdog: a command that has not ended GRACE_SECONDS after the stop is ended by it the same way (withdraw,
@@ -52,6 +53,7 @@ GRACE_SECONDS = 5.0
 FIRST_RERAISE_SECONDS = 1.0
 RERAISE_SECONDS = 0.2
 EXIT_HANDLER_SECONDS = 2.0
+START_SETTLE_SECONDS = 0.1  # a fork in flight when the last children were terminated has returned by then
 COMMAND_PACKAGE = "experiments.ane_engineering."
 
 
@@ -214,13 +216,21 @@ def terminate_children(kill: bool = False, wait: float = 0.0, rounds: int = 1) -
     `rounds`, repeat until none is left (a pool replaces the workers it loses)."""
     import psutil
 
+    looked_again = False
     for _ in range(rounds):
         try:
             children = psutil.Process().children(recursive=True)
         except psutil.Error:
             return
         if not children:
-            return
+            if rounds == 1 or looked_again:
+                return
+            # A pool thread may be starting a worker that it decided on before the stop was recorded (later starts
+            # are refused: _refuse_after_stop); it is visible once its fork returns.
+            looked_again = True
+            time.sleep(START_SETTLE_SECONDS)
+            continue
+        looked_again = False
         for child in children:
             try:
                 child.kill() if kill else child.terminate()
@@ -481,4 +491,25 @@ def _reset_in_child() -> None:
             pass
 
 
+def _refuse_after_stop(start):
+    """Process.start once a stop is recorded raises StopRequested instead: a pool replaces the workers the stop
+    terminates (coremltools' k-means Pool does), and a worker started after the last look for children would outlive
+    the command, run queued tasks as an orphan and print a broken-pipe traceback when it sends a result."""
+    def start_unless_stopped(self):
+        if _state.signum is not None and _state.phase != "finished":
+            raise StopRequested(_state.signum)
+        return start(self)
+
+    start_unless_stopped.refuses_after_stop = True
+    return start_unless_stopped
+
+
+def _guard_process_starts() -> None:
+    from multiprocessing import process
+
+    if not getattr(process.BaseProcess.start, "refuses_after_stop", False):
+        process.BaseProcess.start = _refuse_after_stop(process.BaseProcess.start)
+
+
+_guard_process_starts()
 os.register_at_fork(after_in_child=_reset_in_child)
