@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,3 +72,19 @@ def test_describe_and_run_import_no_torch(tiny_packages, tmp_path):
     library = subprocess.run([sys.executable, "-c", "import experiments.ane_engineering.execute, torch; print('ok')"],
                              capture_output=True, text=True, timeout=600, check=False)
     assert library.stdout.strip() == "ok", library.stderr[-2000:]
+
+
+def test_the_startup_section_calls_a_run_quiet_only_below_one_load_per_core(tmp_path):
+    """The committed evidence with its recorded load replaced: quiet below the machine's core count, shared above."""
+    from experiments.ane_engineering.evidence.ledger import Ledger
+    from experiments.ane_engineering.evidence.sections_startup import FILE, quietness
+
+    committed = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "evidence" / FILE).read_text())
+    verdicts = []
+    for one_minute in (0.5, committed["machine"]["cpu_count"] + 0.5):
+        path = tmp_path / f"{one_minute}.json"
+        load = {"before": [one_minute, 1.0, 1.0], "after": [0.1, 1.0, 1.0]}
+        path.write_text(json.dumps({**committed, "load_average_1_5_15": load}))
+        verdicts.append(quietness(Ledger(tmp_path).open(path)))
+    assert verdicts == ["below one per core, a quiet machine",
+                        "the build machine was shared, so these are not the timings of a quiet machine"]
