@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from command_support import command_env
 from experiments.ane_engineering.core import staging as staging_module
 from experiments.ane_engineering.core import stop
 from experiments.ane_engineering.core.cli import atomic_file, run_main
@@ -40,12 +41,6 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def harness_env() -> dict:
-    """This environment with the checkout first on PYTHONPATH, so a subprocess imports the harness under test."""
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *paths])}
-
-
 def stop_command(tmp_path: Path, argv: list[str], sig: int, when, extra: float = 0.0, group: bool = False,
                  inputs: tuple[Path, ...] = ()) -> str:
     """Run `python -m experiments.ane_engineering.<argv>` in tmp_path/work, send `sig` once
@@ -55,7 +50,7 @@ def stop_command(tmp_path: Path, argv: list[str], sig: int, when, extra: float =
     work.mkdir()
     scratch.mkdir()
     before = {path: tree_digest(path) for path in inputs}
-    env = {**harness_env(), "TMPDIR": str(scratch)}
+    env = command_env(TMPDIR=str(scratch))
     process = subprocess.Popen([sys.executable, "-m", "experiments.ane_engineering." + argv[0], *argv[1:]],
                                cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
@@ -181,7 +176,6 @@ def test_sweep_stopped_while_a_candidate_runs_publishes_nothing(tiny_packages, t
                  group=True, inputs=(package,))
 
 
-
 POOL_THAT_REPLACES_ITS_WORKERS = """
 import multiprocessing, os, signal, sys, time
 from experiments.ane_engineering.core import stop
@@ -212,7 +206,7 @@ def test_a_stopped_worker_leaves_no_pool_worker_behind(tmp_path):
 
     script, log = tmp_path / "worker.py", tmp_path / "tasks.log"
     script.write_text(POOL_THAT_REPLACES_ITS_WORKERS)
-    process = subprocess.run([sys.executable, str(script), str(log)], env=harness_env(), capture_output=True, text=True,
+    process = subprocess.run([sys.executable, str(script), str(log)], env=command_env(), capture_output=True, text=True,
                              timeout=COMMAND_TIMEOUT)  # returns once every holder of its stderr is gone
     ended = time.time()
     assert process.returncode == 128 + signal.SIGTERM, process.stderr[-3000:]
@@ -248,6 +242,7 @@ def test_no_process_starts_once_a_stop_is_recorded(monkeypatch):
     process.start()  # the command ended: processes start again
     process.join(COMMAND_TIMEOUT)
     assert process.exitcode == 0
+
 
 # In process: the publish step itself.
 

@@ -226,7 +226,7 @@ def terminate_children(kill: bool = False, wait: float = 0.0, rounds: int = 1) -
             if rounds == 1 or looked_again:
                 return
             # A pool thread may be starting a worker that it decided on before the stop was recorded (later starts
-            # are refused: _refuse_after_stop); it is visible once its fork returns.
+            # are refused: _refuse_process_starts_after_a_stop); it is visible once its fork returns.
             looked_again = True
             time.sleep(START_SETTLE_SECONDS)
             continue
@@ -491,25 +491,24 @@ def _reset_in_child() -> None:
             pass
 
 
-def _refuse_after_stop(start):
+def _refuse_process_starts_after_a_stop() -> None:
     """Process.start once a stop is recorded raises StopRequested instead: a pool replaces the workers the stop
     terminates (coremltools' k-means Pool does), and a worker started after the last look for children would outlive
     the command, run queued tasks as an orphan and print a broken-pipe traceback when it sends a result."""
+    from multiprocessing import process
+
+    start = process.BaseProcess.start
+    if getattr(start, "refuses_after_stop", False):  # this module imported again
+        return
+
     def start_unless_stopped(self):
         if _state.signum is not None and _state.phase != "finished":
             raise StopRequested(_state.signum)
         return start(self)
 
     start_unless_stopped.refuses_after_stop = True
-    return start_unless_stopped
+    process.BaseProcess.start = start_unless_stopped
 
 
-def _guard_process_starts() -> None:
-    from multiprocessing import process
-
-    if not getattr(process.BaseProcess.start, "refuses_after_stop", False):
-        process.BaseProcess.start = _refuse_after_stop(process.BaseProcess.start)
-
-
-_guard_process_starts()
+_refuse_process_starts_after_a_stop()
 os.register_at_fork(after_in_child=_reset_in_child)
