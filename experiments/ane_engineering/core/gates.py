@@ -23,7 +23,7 @@ DEFAULT_REPEATS = 100
 # ("around 32752") and measured on two chips (sbryngelson/ANEForge, docs/numeric-cliffs.md). A factor of 2 is one
 # binary order of magnitude: the margin of one step of an exact power-of-two rescaling (probe --fp16-scale), so a
 # model that fails it can be brought back inside it without changing a single FP16 mantissa.
-# Tests: tests/test_headroom_gate.py shows a scaled weight (a real defect) breaking it while the package passes.
+# Tests: tests/validation/test_headroom_gate.py shows a scaled weight (a real defect) breaking it while the package passes.
 HEADROOM_MIN = 2.0
 
 # ---- Sentence-embedding gates (embedding-kind packages; validation/embedding_run.py applies them)
@@ -55,7 +55,7 @@ HEADROOM_MIN = 2.0
 # that are alike (the same LUT entries feed every input), so the measured similarity changes stay several times
 # below the bound's worst case; judging them by the bound fails packages that keep the promise on every measured
 # pair. What stops a palettized package from keeping it only on the fixture is the held-out set above.
-# Tests: tests/test_embedding_gates.py shows a wrong LayerNorm epsilon, a dropped position embedding and two
+# Tests: tests/validation/test_embedding_run.py shows a wrong LayerNorm epsilon, a dropped position embedding and two
 # swapped attention heads each breaking the measured gates (and the bounds), while the FP16 package passes.
 SIMILARITY_ERROR_MAX = 0.01
 EMBEDDING_ERROR_VECTOR_MAX = (1.0 + SIMILARITY_ERROR_MAX) ** 0.5 - 1.0  # d: 0.0049876

@@ -4,7 +4,7 @@ FP32 layout checks (BC1S vs reference, both FP32): the rewrite changes only the 
 (convs instead of matmuls, per-head einsums, split-half RoPE), so differences are rounding noise, a few FP32 ulps
 (2^-24 relative) accumulated over the depth. The bounds below are the project's acceptance bounds, set just
 above the reference run's own layout check (`layout_check` in core/reference_run.json); the measured values are
-far below them (see tests/test_bc1s_equivalence.py), and a one-weight perturbation breaks them.
+far below them (see tests/model/bc1s/test_models.py), and a one-weight perturbation breaks them.
 """
 
 import math
@@ -31,7 +31,7 @@ TRANSFORMERS_ORACLE_ABS = 1e-4
 # contraction of the deepest graph here (24 layers x 8 such stages, about 2^7.6), summed without cancellation, is
 # 2^-23 * 2^7.6 = 2.5e-5 at worst and about 2^-23 * sqrt(192) = 1.7e-6 as random errors; 1e-5 sits between. A wrong
 # epsilon scaling (eps * s instead of eps * s^2) moves a norm's output by about eps (2^K - 1) / (2 var), 7e-5 for
-# ModernBERT's 1e-5 at K = 4 and unit variance, and breaks it (tests/test_stream_scale.py).
+# ModernBERT's 1e-5 at K = 4 and unit variance, and breaks it (tests/model/bc1s/test_stream_scale.py).
 STREAM_SCALE_REL = 1e-5
 
 
@@ -61,9 +61,9 @@ STREAM_SCALE_REL = 1e-5
 # the compared values. FP32_ROUNDING_LAMBDA = 3 is the stated safety factor over lambda = 1, for what the model
 # ignores: cancellation (sum |x y| above |sum x y|) and a network that amplifies some perturbations. Checked:
 # FP32 networks summed in three orders (BLAS, left to right, right to left) stay inside it against each other and
-# against FP64 (tests/test_tolerances.py); builtin:tiny's FP32 golden outputs on the machine running the tests stay
+# against FP64 (tests/core/test_tolerances.py); builtin:tiny's FP32 golden outputs on the machine running the tests stay
 # inside it against the committed ones made on another, and one perturbed weight of builtin:tiny moves its option
-# logits past it (tests/test_validate.py).
+# logits past it (tests/validation/test_validate.py).
 FP32_UNIT_ROUNDOFF = 2.0 ** -24
 FP32_ROUNDING_LAMBDA = 3.0
 DOT_STAGES_PER_LAYER = 6   # Q/K/V projection, scores, attention values, output projection, FFN in, FFN out

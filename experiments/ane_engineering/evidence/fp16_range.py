@@ -432,7 +432,7 @@ def expectation(source: str, report: dict) -> str:
                 "random_tensors; no trained outlier channels), so small ranges and no clamp are expected: measured "
                 f"-> {outcome}. A trained ModernBERT-family checkpoint "
                 "can carry 20-30k residual outliers; run this on it before trusting an FP16 package "
-                "(tests/test_fp16_range.py shows a planted 30k outlier is flagged).")
+                "(tests/evidence/test_fp16_range.py shows a planted 30k outlier is flagged).")
     return "measured on the given checkpoint: " + ("no clamp needed" if not clamps else f"clamp needed at {clamps}")
 
 

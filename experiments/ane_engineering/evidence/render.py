@@ -6,7 +6,7 @@ core/figures.py); `link(ev)` links the file with its SHA256. `ev.value(*json_pat
 logic (which rows, a pass/fail word, a hash in a code span) and is not printed as a number. Nothing is computed
 here: a derived figure (a ratio, a share) belongs in the evidence file. Rendering returns the text and its ledger
 (`Rendered`): for every figure, the file, the JSON path, the format and where it landed. `check_report` re-reads
-each figure from its file and finds every printed number inside one (`render --check`, tests/test_benchmark_and_render.py).
+each figure from its file and finds every printed number inside one (`render --check`, tests/evidence/test_render.py).
 
 To add a section:
 - full-size evidence (one file under benchmarks/evidence): `def section_x(ev: Evidence) -> list[str]`, and add

@@ -24,7 +24,7 @@ DEPLOYMENT_TARGET = "macOS15"
 
 # The coremltools default pipeline runs 95 passes and validates the whole program after each; on a 24-layer BC1S
 # body most passes find nothing to do and conversion time is dominated by that validation. These are the default
-# passes that change BC1S graphs (measured pass by pass), in the default order. tests/test_export_pipeline.py
+# passes that change BC1S graphs (measured pass by pass), in the default order. tests/package/test_convert.py
 # checks that the lean pipeline yields exactly the program the default one does, for every BC1S kind.
 LEAN_BC1S_PASSES = (
     "common::update_output_dtypes", "common::noop_elimination", "common::const_elimination",
@@ -102,7 +102,7 @@ def _input_types(ct, spec: ExportSpec) -> list:
 # tables, the only buffers whose shape depends on the length; weights do not). torch.jit.trace runs the forward
 # pass, and at L1024 that forward (dense 1024 x 1024 attention in FP32) was a quarter of the conversion time; the
 # traced graph itself is length-agnostic (shapes come from the declared inputs). The package is byte-identical to
-# tracing at full length: tests/test_export_pipeline.py compares the two.
+# tracing at full length: tests/package/test_convert.py compares the two.
 TRACE_LENGTH = 16
 
 

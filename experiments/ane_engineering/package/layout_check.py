@@ -23,7 +23,7 @@ from .kinds import ExportSpec
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others
 # Entries of the random adapter used when a package takes LoRA inputs: small, so that B A moves Wqkv by a small
 # fraction, as a realistic fine-tuning delta does. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
-# (W + BA) x is then amplified by the model beyond the logit bound; see tests/test_lora.py.)
+# (W + BA) x is then amplified by the model beyond the logit bound; see tests/model/bc1s/test_lora.py.)
 ADAPTER_SCALE = 0.01
 
 

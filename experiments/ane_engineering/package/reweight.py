@@ -301,7 +301,7 @@ def write_weight_file(parent: Path, output: Path, writes: dict) -> str:
 def updated_content_hash(parent_hash: dict, package: Path, weight_sha256: str) -> dict:
     """The package hash after only weight.bin changed: the other files were copied byte for byte (and the program
     was verified identical), so their entries carry over; weight.bin's is the hash of the bytes written. Same result
-    as package_content_hash (tests/test_reweight.py compares them)."""
+    as package_content_hash (tests/package/test_reweight.py compares them)."""
     files = dict(parent_hash["files"])
     files[weight_file(package).relative_to(package).as_posix()] = weight_sha256
     return {**parent_hash, "files": files, "sha256": combine(files)}

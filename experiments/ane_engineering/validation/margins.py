@@ -14,7 +14,7 @@ The winning options stay what the random model picked; gaps already wide enough 
 committed as checkpoint/builtin_tiny_fit.json (float32 values, exact in JSON), which the builder applies
 (checkpoint/builtin_fit.py) without running the model, so every machine writes identical bytes. The fit and the
 margins it reaches (`decision_margins`, recorded as margins_when_fitted) come from the FP32 reference model, so they
-live here, below the checkpoint stage; tests/test_checkpoint_loading.py re-measures them on every run and holds them
+live here, below the checkpoint stage; tests/checkpoint/test_loading.py re-measures them on every run and holds them
 to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.fit_margins --source builtin:tiny`
 after changing the model or fixtures.
 """

@@ -20,7 +20,7 @@ the objective the exact weighted k-means minimises.
   every similarity change. `draws` seeded projections per text (Hutchinson's estimator of the diagonal).
 
 Calibration inputs come from a committed fixture per task, disjoint from every golden and held-out set
-(tests/test_compression_fixtures.py); inputs longer than the bucket are skipped and counted, never truncated.
+(tests/package/inputs/test_texts.py); inputs longer than the bucket are skipped and counted, never truncated.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ SRC_CT_2536 = ("apple/coremltools issue #2536 (Core ML supports tensors of rank 
 SRC_CT_1984 = ("apple/coremltools issue #1984 (fp16 inputs and outputs via ct.TensorType(dtype=np.float16))")
 SRC_CAST_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the B x L x C `baseline` export, which "
                      "looks tokens up with an in-graph nn.Embedding, has gather and int cast ops "
-                     "(tests/test_probe.py::test_baseline_export_shows_its_violations)")
+                     "(tests/workflows/test_probe_run.py::test_baseline_export_shows_its_violations)")
 SRC_EINSUM_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the per-head einsums of the exported "
-                       "BC1S body stay native MIL einsums (tests/test_ane_rules.py::test_tiny_bc1s_body_has_no_violations)")
+                       "BC1S body stay native MIL einsums (tests/placement/test_static_check.py::test_tiny_bc1s_body_has_no_violations)")
 SRC_ANEFORGE_CLIFFS = ("sbryngelson/ANEForge, docs/numeric-cliffs.md (measured on M2 Pro and M5; values and statements in "
                        "run/mil/ane_cliffs.json), https://github.com/sbryngelson/ANEForge/blob/main/docs/numeric-cliffs.md")

@@ -187,7 +187,7 @@ def predict_check_evidence(progress: Callable[[str], None] = lambda line: None, 
         "checks": rows, "summary": summary(rows), "findings": findings(rows, document["ane_checks"], fit),
         "conversions": conversions, "quadratic_identity": identity or {
             "checked_here": False, "why": "not converted in this run (--identity-check converts one interpolated length "
-                                          "in full); tests/test_predict.py checks the identity on builtin:tiny"},
+                                          "in full); tests/placement/test_predict.py checks the identity on builtin:tiny"},
         "not_modelled": list(predict.NOT_MODELLED),
         "public_latencies": {"file": "experiments/ane_engineering/placement/public_latencies.json",
                              "configs": {name: entry["about"] for name, entry in document["configs"].items()}},

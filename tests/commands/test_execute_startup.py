@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from command_support import REPO
 from experiments.ane_engineering.core.lean_imports import FRAMEWORKS, _Refuse
 
 # Runs the command exactly as `python -m experiments.ane_engineering.execute ARGS` does (run_name "__main__"), then
@@ -79,7 +80,7 @@ def test_the_startup_section_calls_a_run_quiet_only_below_one_load_per_core(tmp_
     from experiments.ane_engineering.evidence.ledger import Ledger
     from experiments.ane_engineering.evidence.sections_startup import FILE, quietness
 
-    committed = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "evidence" / FILE).read_text())
+    committed = json.loads((REPO / "benchmarks" / "evidence" / FILE).read_text())
     verdicts = []
     for one_minute in (0.5, committed["machine"]["cpu_count"] + 0.5):
         path = tmp_path / f"{one_minute}.json"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, processors
 
+from command_support import REPO
 from experiments.ane_engineering import encode, validate
 from experiments.ane_engineering.checkpoint.files import sha256_json
 from experiments.ane_engineering.checkpoint.tensors import CheckpointError
@@ -22,7 +23,7 @@ from experiments.ane_engineering.package.inputs.questions import Question, Quest
 from experiments.ane_engineering.validation.embedding_golden import load_embedding_golden
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN, GoldenError, load_golden
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = REPO
 MINILM_EMBEDDING_GOLDEN = REPOSITORY / "benchmarks/evidence/real-weights-minilm/embeddings/golden.json"
 
 

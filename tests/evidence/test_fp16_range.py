@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from command_support import REPO
 from experiments.ane_engineering.core.buckets import MASK_BIAS
 from experiments.ane_engineering.core.staging import OutputExistsError
 from experiments.ane_engineering.evidence import fp16_range
@@ -191,7 +192,7 @@ def test_needs_clamp_reads_verdicts():
 
 
 def _benchmark_module():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "fp16_range.py"
+    path = REPO / "benchmarks" / "fp16_range.py"
     spec = importlib.util.spec_from_file_location("fp16_range_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from command_support import REPO
 from experiments.ane_engineering.core.errors import HarnessError
 from experiments.ane_engineering.core.json_documents import (INTEGER, MAX_NESTING, NUMBER, POSITIVE_NUMBER, DocumentError,
                                                         array_of, check, closed_object, parse_json, read_json)
@@ -98,7 +99,7 @@ def test_every_declared_schema_is_valid_draft_2020_12():
 
     from jsonschema import Draft202012Validator
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     package = root / "experiments" / "ane_engineering"
     found = {}
     for path in sorted(package.rglob("*.py")):

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from command_support import REPO
 from experiments.ane_engineering.core import reference_run
 from experiments.ane_engineering.placement import calibration
 from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
 
-REPO = Path(__file__).resolve().parent.parent
 EVIDENCE = REPO / "benchmarks" / "evidence" / "long_attention_mmbert_base_shape.json"
 
 

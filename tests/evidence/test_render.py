@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from command_support import REPO
 from experiments.ane_engineering import benchmark
 from experiments.ane_engineering.evidence.benchmarking.timing import (
     TimingError,
@@ -29,7 +30,6 @@ from experiments.ane_engineering.evidence.sections_full_size import REFERENCE_RU
 from experiments.ane_engineering.render import main as render_main  # the --check command
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
-REPO = Path(__file__).resolve().parent.parent
 
 CALLS = 4
 

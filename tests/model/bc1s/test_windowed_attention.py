@@ -3,7 +3,7 @@ transformers, through export, the `mil` executor, validation and the static ANE 
 
 Bounds: FP32 BC1S vs the reference encoder, max abs 1e-4 on valid tokens (tolerances.BC1S_ENCODER_ABS, the
 acceptance bound); the exported FP16 package vs transformers: one FP16 rounding of the largest output grown by every layer, x4
-(the derivation of tests/test_mil_executor.py body_tolerance). Moving the window edge by one token, in the host
+(the derivation of tests/run/mil/test_executor.py body_tolerance). Moving the window edge by one token, in the host
 mask or in the graph's geometry, breaks the FP32 bound.
 """
 

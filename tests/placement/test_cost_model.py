@@ -13,6 +13,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
+from command_support import REPO
 from experiments.ane_engineering.core import reference_run
 from experiments.ane_engineering.core.buckets import MARKER_SLOTS
 from experiments.ane_engineering.core.errors import HarnessError
@@ -286,7 +287,7 @@ def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tm
     from experiments.ane_engineering.core.staging import OutputExistsError
 
     spec = importlib.util.spec_from_file_location(
-        "cost_model_benchmark", Path(__file__).resolve().parent.parent / "benchmarks" / "cost_model.py")
+        "cost_model_benchmark", REPO / "benchmarks" / "cost_model.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     directories = [tiny_packages.get("body", n)[0] for n in (96, 1024)]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from checkpoint_support import assert_margins_match_the_fit
+from command_support import REPO
 from experiments.ane_engineering import encode, probe
 from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.checkpoint import load_checkpoint
@@ -100,7 +101,7 @@ def test_minilm_decision_source_has_the_real_encoder_and_clear_margins(minilm, m
     assert (head.cls_token_id, head.sep_token_id, head.marker_token_id) == (101, 102, 103)
     measured = decision_margins(minilm_decision.config, minilm_decision.tensors, minilm_decision.tokenizer)
     assert min(measured["min_decision_logit_gap"], measured["min_action_logit_gap"]) >= MIN_DECISION_MARGIN, measured
-    fit = json.loads((Path(__file__).resolve().parent.parent / "experiments" / "ane_engineering" / "checkpoint"
+    fit = json.loads((REPO / "experiments" / "ane_engineering" / "checkpoint"
                       / "minilm_decision_fit.json").read_text(encoding="utf-8"))
     assert_margins_match_the_fit(minilm_decision.config, measured, fit["margins_when_fitted"])  # as builtin:tiny's
 
