@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from fp16_support import TINY16, U16, f16, ulp16  # noqa: F401  (U16 and f16: for the per-op test modules)
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.run.mil.executor import MILExecutor
 from experiments.ane_engineering.package.mil.load import LoadedProgram
+from experiments.ane_engineering.run.mil.executor import MILExecutor
 
 MODES = ("fp32-accumulate", "fp16-strict")
 DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}

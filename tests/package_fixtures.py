@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from slow_guard import record
 
 from experiments.ane_engineering import validate
 from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.workflows.probe_run import run_probe
+from slow_guard import record
 
 
 class PackageCache:

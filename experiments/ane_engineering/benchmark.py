@@ -20,15 +20,15 @@ import json
 import sys
 from pathlib import Path
 
-from .core import reference_run
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core import reference_run
 from .core.arguments import integer
-from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.cli import UsageError, atomic_file, run_main
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.provenance import backend_record, portable_path
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .core.staging import check_output
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core.arguments import integer, refuse_unused
-from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
-from .core.limits import MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .checkpoint.tokenizer import content_ids
+from .core.arguments import integer, refuse_unused
+from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .core.cli import UsageError, atomic_file, run_main
+from .core.limits import MAX_DIMENSION
 from .core.staging import check_output
 from .run.backends import BackendError, add_ane_family_argument, backend_name
 
@@ -72,9 +72,9 @@ def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.nda
 def encode_package(checkpoint, input_ids: list[int], backend: str, package, adapter=None) -> np.ndarray:
     """Run an encoder-kind package: verify its manifest against the source, prepare inputs, one backend call."""
     from .package.inputs.device_inputs import DeviceInputError, encoder_inputs
-    from .run.host import require_finite
-    from .run.backends import choose_backend
     from .run.agent import package_layout, verified_package
+    from .run.backends import choose_backend
+    from .run.host import require_finite
 
     if package is None:
         raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")

@@ -17,9 +17,9 @@ import argparse
 import json
 import sys
 
+from .checkpoint.builtin_fit import apply_fit
 from .core.cli import UsageError, run_main
 from .core.staging import replace_text
-from .checkpoint.builtin_fit import apply_fit
 from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
 
 SOURCES = ("builtin:tiny", "builtin:tiny-outlier", "builtin:minilm-decision")

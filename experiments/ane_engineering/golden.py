@@ -21,8 +21,8 @@ from tqdm import tqdm
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
-from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .core.staging import check_output
+from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .validation.golden import make_golden
 
 

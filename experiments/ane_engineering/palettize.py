@@ -20,9 +20,8 @@ from .core.arguments import integer, refuse_unused
 from .core.cli import run_main
 from .core.limits import MAX_DIMENSION, WORKERS_PER_CPU, max_workers
 from .core.staging import check_output
-from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS, palettize_candidate
 from .package.palettize.fast_palettizer import IMPLEMENTATIONS
-
+from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS, palettize_candidate
 
 DEFAULT_WORKERS = 2
 

@@ -19,18 +19,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from .core.arguments import ArgumentValueError, comma_list, integer, positive_float, refuse_unused
-from .core.buckets import DEFAULT_BUCKET
-from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import ArgumentValueError, comma_list, integer, positive_float, refuse_unused
+from .core.buckets import DEFAULT_BUCKET
 from .core.cli import run_main
-from .workflows.attention_choice import CHOICES, has_sliding_layers
-from .package.kinds import KINDS, SCALED_KINDS
+from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .core.staging import check_output
 from .model.bc1s.lora import LORA_TARGETS
 from .model.bc1s.stream_scale import MAX_EXPONENT
 from .model.window_tiles import DEFAULT_TILE
+from .package.kinds import KINDS, SCALED_KINDS
+from .workflows.attention_choice import CHOICES, has_sliding_layers
 
 DEVICE_AXIS = f"a device tensor axis; Core ML loads none above {MAX_DIMENSION}"
 

@@ -17,16 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-from .core.buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import integer
-from .core.limits import WORKERS_PER_CPU, max_workers
+from .core.buckets import BUCKET_LENGTHS
 from .core.cli import run_main
-from .core.staging import check_output
 from .core.json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
+from .core.limits import WORKERS_PER_CPU, max_workers
+from .core.staging import check_output
 from .workflows.chain import Chain, StageFailed, build_in_staging
-
 
 # What reproduce reads of sweep.json: every candidate says whether it passed; a passing one names its package.
 SWEEP_SCHEMA = open_object({"candidates": array_of({

@@ -21,17 +21,16 @@ from pathlib import Path
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import comma_list, integer
 from .core.cli import UsageError, run_main
-from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
-from .core.staging import check_output, staged_directory
 from .core.figures import Document
+from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
+from .core.staging import check_output, staged_directory
+from .evidence.sweep_report import markdown_table, plot
+from .package.palettize.fast_palettizer import IMPLEMENTATIONS
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
+from .validation.golden import golden_path_for
 from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS
 from .workflows.sweep_executors import EXECUTORS
-from .package.palettize.fast_palettizer import IMPLEMENTATIONS
-from .evidence.sweep_report import markdown_table, plot
 from .workflows.sweep_run import run_sweep
-from .validation.golden import golden_path_for
-
 
 GROUP_SIZE = integer("--group-sizes", 1, MAX_DIMENSION, "a group is a slice of a conv's output channels, a device "
                      f"axis; Core ML loads none above {MAX_DIMENSION}")

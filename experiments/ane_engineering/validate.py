@@ -25,15 +25,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .core import gates
-from .core.arguments import integer
-from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core import gates
+from .core.arguments import integer
 from .core.cli import UsageError, atomic_file, run_main
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.staging import check_output
 from .package.inputs.questions import FIXTURE_PATH, load_questions
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .validation.golden import golden_path_for, load_golden
 
 

@@ -11,14 +11,19 @@ import time
 import pytest
 import torch
 
-from checkpoint_support import (assert_margins_match_the_fit, checkpoint_tensors, config_variant, small_config,
-                                write_checkpoint)
+from checkpoint_support import (
+    assert_margins_match_the_fit,
+    checkpoint_tensors,
+    config_variant,
+    small_config,
+    write_checkpoint,
+)
 from command_support import command_env, python
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
 from experiments.ane_engineering.checkpoint.builtin import BUILTINS, UnknownSourceError, build_builtin
-from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 from experiments.ane_engineering.checkpoint.config import parse_config
 from experiments.ane_engineering.checkpoint.hub import HubSourceError, read_pins
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -14,13 +14,13 @@ import torch
 from checkpoint_support import assert_margins_match_the_fit
 from command_support import REPO
 from experiments.ane_engineering import encode, probe
-from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
+from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
 from experiments.ane_engineering.package.kinds import build_export_spec
 from experiments.ane_engineering.package.layout_check import layout_check
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 
 IDS = "101,7592,2088,1997,1037,3231,6251,1012,102"  # [CLS] hello world ... [SEP] in MiniLM's WordPiece vocabulary
 

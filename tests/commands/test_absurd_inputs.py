@@ -13,9 +13,9 @@ from checkpoint_support import small_config, write_random_checkpoint
 from command_support import refused, run_command
 from experiments.ane_engineering import encode, golden, validate
 from experiments.ane_engineering.checkpoint.config import ConfigError, parse_config
+from experiments.ane_engineering.core.limits import MAX_DIMENSION, MAX_LAYERS, physical_memory_bytes
 from experiments.ane_engineering.package.inputs.questions import FIXTURE_PATH
 from experiments.ane_engineering.package.manifest import MANIFEST_NAME, ManifestError, read_manifest, seal
-from experiments.ane_engineering.core.limits import MAX_DIMENSION, MAX_LAYERS, physical_memory_bytes
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
 

@@ -8,16 +8,23 @@ import subprocess
 
 import numpy as np
 import pytest
-from command_support import run_command
 
-from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
+from command_support import run_command
 from experiments.ane_engineering.checkpoint import CheckpointError
+from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
 from experiments.ane_engineering.core.cli import UsageError
-from experiments.ane_engineering.core.tolerances import BC1S_ENCODER_ABS
-from experiments.ane_engineering.package.inputs.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
-                                                            QuestionError, encode_question, load_questions)
-from experiments.ane_engineering.encode import main
 from experiments.ane_engineering.core.staging import OutputLocationError
+from experiments.ane_engineering.core.tolerances import BC1S_ENCODER_ABS
+from experiments.ane_engineering.encode import main
+from experiments.ane_engineering.package.inputs.questions import (
+    TYPE_MARKER,
+    TYPE_OPTION,
+    TYPE_QUESTION,
+    Question,
+    QuestionError,
+    encode_question,
+    load_questions,
+)
 
 AGREE_ABS = BC1S_ENCODER_ABS  # reference and BC1S encoders, both FP32
 TEXT = "Which city is the capital of France? Quelle ville est la capitale de la France ?"

@@ -10,9 +10,18 @@ import shutil
 import pytest
 
 import command_support
-
-from experiments.ane_engineering import (benchmark, encode, execute, golden, palettize, probe, reproduce, reweight,
-                                         sweep, validate)
+from experiments.ane_engineering import (
+    benchmark,
+    encode,
+    execute,
+    golden,
+    palettize,
+    probe,
+    reproduce,
+    reweight,
+    sweep,
+    validate,
+)
 from experiments.ane_engineering.core.limits import MAX_DIMENSION, max_workers
 
 HUGE = str(10 ** 9)

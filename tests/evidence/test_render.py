@@ -7,12 +7,12 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from command_support import REPO
 from experiments.ane_engineering import benchmark
+from experiments.ane_engineering.core.provenance import portable_path
 from experiments.ane_engineering.evidence.benchmarking.timing import (
     TimingError,
     paired_calls,
@@ -24,12 +24,10 @@ from experiments.ane_engineering.evidence.ledger import (
     check_report,
     printed_numbers,
 )
-from experiments.ane_engineering.core.provenance import portable_path
 from experiments.ane_engineering.evidence.render import render_directory, render_repository
 from experiments.ane_engineering.evidence.sections_full_size import REFERENCE_RUN_FILE
 from experiments.ane_engineering.render import main as render_main  # the --check command
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
-
 
 CALLS = 4
 

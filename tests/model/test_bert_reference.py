@@ -17,14 +17,13 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from checkpoint_support import randomize_transformers_model  # noqa: E402
-
-from experiments.ane_engineering.core import tolerances  # noqa: E402
-from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
 from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint, load_checkpoint_dir  # noqa: E402
 from experiments.ane_engineering.checkpoint.bert_config import BERT_MODEL_TYPE, BertEncoderConfig  # noqa: E402
+from experiments.ane_engineering.core import tolerances  # noqa: E402
+from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
+from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
 from experiments.ane_engineering.package.inputs.device_inputs import encoder_inputs  # noqa: E402
 from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec  # noqa: E402
-from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
 
 VOCAB, POSITIONS, BUCKET = 200, 128, 96
 

@@ -11,8 +11,8 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.package.layer_norm_gamma import fuse_layer_norm_gamma
 from executor_ops_support import build_program, run_program
+from experiments.ane_engineering.package.layer_norm_gamma import fuse_layer_norm_gamma
 
 SHAPE = (1, 8, 1, 5)
 RNG = np.random.default_rng(0)

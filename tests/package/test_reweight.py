@@ -16,12 +16,12 @@ from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
-from experiments.ane_engineering.run.backends import choose_backend
-from experiments.ane_engineering.package.package_hash import package_content_hash
-from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.package.mil.blobs import read_blob_table
 from experiments.ane_engineering.package.mil.errors import ProgramLoadError
+from experiments.ane_engineering.package.package_hash import package_content_hash
 from experiments.ane_engineering.package.reweight import ReweightError, program_file, verify_identity, weight_file
+from experiments.ane_engineering.run.backends import choose_backend
+from experiments.ane_engineering.workflows.probe_run import run_probe
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 

@@ -10,8 +10,8 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from experiments.ane_engineering.package.slice_merge import merge_slices
 from executor_ops_support import build_program, run_program
+from experiments.ane_engineering.package.slice_merge import merge_slices
 
 SHAPE = (1, 6, 5, 12)
 

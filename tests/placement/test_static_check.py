@@ -20,13 +20,21 @@ from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import get_new_symbol, types  # noqa: E402
 from torch import nn  # noqa: E402
 
-from experiments.ane_engineering.placement.rules import (  # noqa: E402
-    ANE_OP_ALLOWLIST, CATALOGUE, CATALOGUE_BY_ID, ORION_STATUSES, SEVERITIES, Orion, Rule,
-)
 from experiments.ane_engineering.package.mil.errors import ProgramLoadError  # noqa: E402
 from experiments.ane_engineering.package.mil.load import load_program  # noqa: E402
+from experiments.ane_engineering.placement.rules import (  # noqa: E402
+    ANE_OP_ALLOWLIST,
+    CATALOGUE,
+    CATALOGUE_BY_ID,
+    ORION_STATUSES,
+    SEVERITIES,
+    Orion,
+    Rule,
+)
 from experiments.ane_engineering.placement.static_check import (  # noqa: E402
-    LABEL, check_program, require_ane_gate,
+    LABEL,
+    check_program,
+    require_ane_gate,
 )
 
 OPSET = ct.target.macOS15

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from experiments.ane_engineering.core import gates
-from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.package.inputs.device_inputs import embedding_inputs
+from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
+from experiments.ane_engineering.package.inputs.device_inputs import embedding_inputs
 from experiments.ane_engineering.package.inputs.texts import load_texts, token_ids
 from experiments.ane_engineering.validation.embedding_run import compare_embedding, similarity_ranking
 

@@ -96,8 +96,11 @@ def test_fisher_weighting_is_recorded_and_changes_the_luts(tiny_packages, tmp_pa
 @pytest.mark.slow
 def test_a_mixed_allocation_is_sealed_and_checked(tiny_packages, tmp_path):
     from experiments.ane_engineering.workflows.mixed_bits import layer_units
-    from experiments.ane_engineering.workflows.palettize_candidate import (PalettizeError, palettize_candidate,
-                                                                           palettized_contents)
+    from experiments.ane_engineering.workflows.palettize_candidate import (
+        PalettizeError,
+        palettize_candidate,
+        palettized_contents,
+    )
 
     parent, _ = tiny_packages.get("body", 96)
     units, _ = layer_units(parent)

@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-from command_support import command_env, refused_process, run_command
 
+from command_support import command_env, refused_process, run_command
 from experiments.ane_engineering import probe
 from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS
 from experiments.ane_engineering.package.manifest import read_manifest

@@ -16,11 +16,31 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..core.json_documents import NON_EMPTY_STRING, NUMBER, POSITIVE_NUMBER, STRING, array_of, check, closed_object, open_object
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NUMBER,
+    POSITIVE_NUMBER,
+    STRING,
+    array_of,
+    check,
+    closed_object,
+    open_object,
+)
 from ..core.limits import MAX_LAYERS
 from .bert_config import BertEncoderConfig, parse_bert_encoder
-from .config_fields import (ACTION_ACTIVATIONS, GELU_ERF_NAMES, GELU_TANH_NAMES, HEAD_ACTIVATIONS, HOST_SIZE, LAYER_COUNT,
-                            LAYER_TYPES, QUESTION_KINDS, TOKEN_ID, ConfigError, device_dimension)
+from .config_fields import (
+    ACTION_ACTIVATIONS,
+    GELU_ERF_NAMES,
+    GELU_TANH_NAMES,
+    HEAD_ACTIVATIONS,
+    HOST_SIZE,
+    LAYER_COUNT,
+    LAYER_TYPES,
+    QUESTION_KINDS,
+    TOKEN_ID,
+    ConfigError,
+    device_dimension,
+)
 from .modernbert_config import EncoderConfig, parse_encoder
 
 __all__ = ["ActionHeadConfig", "BertEncoderConfig", "CalibrationConfig", "ConfigError", "DecisionHeadConfig",

@@ -28,12 +28,12 @@ import torch
 from safetensors.torch import save_file
 
 from ..core.errors import HarnessError
+from ..core.json_documents import read_json
 from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_tensors
+from .builtin_fit import FIT_SCHEMA, apply_fit
 from .config import ModelConfig, head_config_to_json, parse_config
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_config_json
 from .loading import load_checkpoint_dir
-from ..core.json_documents import read_json
-from .builtin_fit import FIT_SCHEMA, apply_fit
 from .packaged import resolve_packaged
 from .tensors import HEAD_PREFIX
 

@@ -12,8 +12,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..core.json_documents import BOOLEAN, POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
-from .config_fields import (ENCODER_ACTIVATIONS, GELU_TANH_NAMES, LAYER_COUNT, LAYER_TYPES, TOKEN_ID, VOCAB_SIZE,
-                            ConfigError, device_dimension)
+from .config_fields import (
+    ENCODER_ACTIVATIONS,
+    GELU_TANH_NAMES,
+    LAYER_COUNT,
+    LAYER_TYPES,
+    TOKEN_ID,
+    VOCAB_SIZE,
+    ConfigError,
+    device_dimension,
+)
 
 MODERNBERT_MODEL_TYPE = "modernbert"
 

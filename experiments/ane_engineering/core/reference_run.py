@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER, array_of,
-                             closed_object, open_object, read_json)
+from .json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    array_of,
+    closed_object,
+    open_object,
+    read_json,
+)
 
 PATH = Path(__file__).resolve().parent / "reference_run.json"
 _WHAT = {"what": NON_EMPTY_STRING}

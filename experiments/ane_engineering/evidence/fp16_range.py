@@ -63,11 +63,11 @@ import time
 import numpy as np
 import torch
 
-from ..model.bc1s.models import BC1SBody
 from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
+from ..core.figures import Document
+from ..model.bc1s.models import BC1SBody
 from ..package.inputs.device_inputs import body_inputs
 from ..package.inputs.questions import Question, encode_question, fixture_sha256, load_questions
-from ..core.figures import Document
 from ..run.mil.cliffs import FP16_MAX, MATMUL_CLASS, AneCliffs
 from .range_recorder import RangeRecorder, _Site, instrument
 
@@ -474,7 +474,6 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
     import json
 
     from ..core.cli import atomic_file
-
     from ..core.torch_threads import single_torch_thread
 
     with single_torch_thread():  # many small FP32 ops: one thread spares them the thread hand-off

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..core import gates
 from ..core.figures import Document
-from .sweep_sections import (fig_or_dash, mixed_bits_sections, plot_frontier, setting as _setting,
-                             smallest_passing_line, weighting_comparison)
+from .sweep_sections import fig_or_dash, mixed_bits_sections, plot_frontier, smallest_passing_line, weighting_comparison
+from .sweep_sections import setting as _setting
 
 
 def embedding_row_fields(report: dict) -> dict:

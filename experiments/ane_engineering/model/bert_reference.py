@@ -13,8 +13,8 @@ from torch import nn
 
 from ..checkpoint.bert_tensors import bert_layer_prefix
 from ..checkpoint.config import ModelConfig
-from .masks import allowed
 from .layers import ModelInputError, attend, linear_from, norm_from
+from .masks import allowed
 
 
 class BertSelfAttention(nn.Module):

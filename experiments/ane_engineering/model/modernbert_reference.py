@@ -12,6 +12,7 @@ from torch import nn
 from ..checkpoint.config import GELU_TANH_NAMES, ModelConfig
 from .layers import Attention, GeGLU, Layer, ModelInputError, norm_from
 
+
 class ReferenceEncoder(nn.Module):
     """ModernBERT encoder: token embeddings -> norm -> layers (global / sliding) -> final norm."""
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from ..core import stop
-from .kinds import ExportSpec
 from .graph_passes import with_project_passes
+from .kinds import ExportSpec
 
 DEPLOYMENT_TARGET = "macOS15"
 

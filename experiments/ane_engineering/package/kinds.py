@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..model.bc1s.lora import LoraSpec
-from ..model.bc1s.embedding import BC1SSentenceEmbedder
-from ..model.bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
-from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
+from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..core.errors import HarnessError
 from ..core.limits import MAX_DIMENSION
+from ..model.bc1s.embedding import BC1SSentenceEmbedder
+from ..model.bc1s.lora import LoraSpec
+from ..model.bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
 from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 
 KINDS = ("mlp", "layer", "encoder", "embedding", "body", "baseline")

@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core import tolerances
 from ..checkpoint import Checkpoint
-from .inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
+from ..core import tolerances
 from ..core.errors import HarnessError
-from ..model.masks import additive_bc1s
 from ..model.encoders import reference_encoder
+from ..model.masks import additive_bc1s
 from ..model.reference import ReferenceDecisionModel
 from ..model.window_tiles import AttentionLayout, additive_window
+from .inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others

@@ -30,8 +30,9 @@ import torch
 from ..checkpoint import Checkpoint
 from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, portable_path, tool_versions
-from ..model.window_tiles import AttentionLayout
+from ..core.staging import staged_directory
 from ..core.torch_threads import single_torch_thread
+from ..model.window_tiles import AttentionLayout
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
 from .mil.blobs import CODE_OF, read_blob_table
@@ -40,7 +41,6 @@ from .mil.errors import ProgramLoadError
 from .mil.load import check_package
 from .mil.spec_check import BLOB_PREFIX
 from .package_hash import combine, package_content_hash
-from ..core.staging import staged_directory
 from .streamed_file import StreamedFile
 
 FP16_DTYPE_CODE = CODE_OF["fp16"]

@@ -21,20 +21,20 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
 from ..checkpoint import Checkpoint
+from ..core.buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
+from ..core.errors import HarnessError
+from ..model.window_tiles import AttentionLayout, LayoutError, WindowTiles
 from ..package.inputs.device_inputs import DeviceInputError, body_inputs
-from .host import Decision, DecisionHost, require_finite
 from ..package.inputs.questions import (
     EncodedQuestion,
     Question,
     QuestionError,
     encode_question,
 )
-from ..core.errors import HarnessError
 from ..package.manifest import ManifestError, package_path, read_manifest
 from ..package.verified_copy import verified_copy
-from ..model.window_tiles import AttentionLayout, LayoutError, WindowTiles
+from .host import Decision, DecisionHost, require_finite
 
 
 class PackageError(HarnessError):

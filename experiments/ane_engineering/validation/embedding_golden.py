@@ -14,11 +14,21 @@ import numpy as np
 
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    NUMBER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SHA256,
+    STRING,
+    array_of,
+    open_object,
+    read_json,
+)
+from ..core.provenance import harness_fingerprint, tool_versions
 from ..model.sentence_embedder import ReferenceEmbedder
 from ..package.inputs.texts import texts_of, token_ids
-from ..core.provenance import harness_fingerprint, tool_versions
-from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
-                              STRING, array_of, open_object, read_json)
 from .golden import GoldenError
 
 EMBEDDING_GOLDEN_FORMAT = "ane-engineering/embedding-golden/1"

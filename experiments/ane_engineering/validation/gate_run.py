@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from ..core import gates
-from ..run.host import NonFiniteOutputError
-from ..package.inputs.questions import load_questions
 from ..core.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
+from ..package.inputs.questions import load_questions
 from ..run.agent import ANEAgent
+from ..run.host import NonFiniteOutputError
 from .golden import GoldenError
 
 

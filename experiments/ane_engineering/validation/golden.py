@@ -15,13 +15,22 @@ import torch
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.config import QUESTION_KINDS
 from ..checkpoint.files import sha256_json
-from ..run.host import DecisionHost
-from ..package.inputs.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
 from ..core.errors import HarnessError
-from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, SHA256, STRING, array_of,
-                              open_object, read_json)
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    NUMBER,
+    POSITIVE_INTEGER,
+    SHA256,
+    STRING,
+    array_of,
+    open_object,
+    read_json,
+)
 from ..core.provenance import harness_fingerprint, tool_versions
 from ..model.reference import ReferenceDecisionModel
+from ..package.inputs.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
+from ..run.host import DecisionHost
 
 GOLDEN_FORMAT = "ane-engineering/golden/1"
 COMMITTED_TINY_GOLDEN = Path(__file__).resolve().parent / "golden_builtin_tiny.json"

@@ -21,7 +21,6 @@ after changing the model or fixtures.
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,8 +30,8 @@ from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..checkpoint.tokenizer import build_byte_tokenizer
 from ..model.reference import ReferenceDecisionModel
-from ..run.host import DecisionHost, action_features
 from ..package.inputs.questions import encode_question, load_questions
+from ..run.host import DecisionHost, action_features
 
 MIN_DECISION_MARGIN = 0.5  # logits: the smallest top-2 gap builtin:tiny must keep (README "Why builtin:tiny ...")
 FIT_TARGET_GAP = 1.0  # twice MIN_DECISION_MARGIN: room for float32 rounding of the fitted weights

@@ -27,7 +27,6 @@ from ..core.provenance import harness_fingerprint, machine, portable_path, tool_
 from .chain import Chain, build_in_staging
 
 
-
 def group_errors(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
     """Per palettized weight: the squared error of every LUT group against the parent's FP16 weight (groups of
     output channels, or of input channels, as the LUT's shape says)."""

@@ -48,7 +48,6 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
     2^-K, `convert(spec)` its converted ct.models.MLModel."""
     from ..core.gates import HEADROOM_MIN
     from ..run.mil.headroom import measure_headroom
-
     from ..validation.headroom_inputs import golden_inputs
 
     inputs, about = golden_inputs(checkpoint, kind, length, layout)

@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import HarnessError
-from ..core.provenance import harness_fingerprint, portable_path, tool_versions
+from ..core.provenance import harness_fingerprint, peak_rss_bytes, portable_path, tool_versions
+from ..core.staging import staged_directory
 from ..package.convert import quiet_coremltools
 from ..package.manifest import PACKAGE_NAME, read_manifest, write_manifest
 from ..package.package_hash import package_content_hash
 from ..package.verified_copy import verified_copy
-from ..core.provenance import peak_rss_bytes
-from ..core.staging import staged_directory
 
 MODES = ("uniform", "kmeans")
 BITS = (8, 6, 4)

@@ -18,15 +18,15 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..core.provenance import machine, peak_rss_bytes
+from ..core.staging import staged_directory
 from ..model.window_tiles import DEFAULT_TILE
-from .attention_choice import choose_layout, requested_layout
 from ..package.convert import convert
 from ..package.kinds import build_export_spec
-from ..package.manifest import PACKAGE_NAME, manifest_for, write_manifest
 from ..package.layout_check import layout_check
+from ..package.manifest import PACKAGE_NAME, manifest_for, write_manifest
 from ..package.package_hash import package_content_hash
-from ..core.staging import staged_directory
 from ..validation.headroom_inputs import package_headroom
+from .attention_choice import choose_layout, requested_layout
 
 PROBE_NAME = "probe.json"
 
@@ -58,8 +58,8 @@ def placement_report(package: Path, require_ane: bool, allow: set[str], measured
     """Static rules (always) and, on macOS, Core ML's compute plan. The gate fails on any static rule error: a
     program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
     in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
-    from ..placement.compute_plan import compute_plan
     from ..package.mil.load import load_program
+    from ..placement.compute_plan import compute_plan
     from ..placement.static_check import check_program, program_errors, require_ane_gate
 
     loaded = load_program(package)

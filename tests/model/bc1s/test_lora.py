@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from experiments.ane_engineering import validate
+from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.model.bc1s.lora import LoraSpec
 from experiments.ane_engineering.model.bc1s.models import BC1SBody
-from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.inputs import adapter as adapters
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
-from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.run.agent import ANEAgent, RequestError
 from experiments.ane_engineering.validation.golden import make_golden
+from experiments.ane_engineering.workflows.probe_run import run_probe
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 

@@ -12,8 +12,14 @@ from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.core.tolerances import STREAM_SCALE_REL
 from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.model.bc1s.models import BC1SBody
-from experiments.ane_engineering.model.bc1s.stream_scale import (FP16_SMALLEST_SUBNORMAL, StreamScaleError, fp16_stored,
-                                                               scale_residual_stream, scaled_epsilons, stream_norms)
+from experiments.ane_engineering.model.bc1s.stream_scale import (
+    FP16_SMALLEST_SUBNORMAL,
+    StreamScaleError,
+    fp16_stored,
+    scale_residual_stream,
+    scaled_epsilons,
+    stream_norms,
+)
 from experiments.ane_engineering.model.window_tiles import DENSE, AttentionLayout
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs, embedding_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions

@@ -14,21 +14,17 @@ import json
 import numpy as np
 import pytest
 import torch
+
 from checkpoint_support import (
     config_and_tensors,
     randomize_transformers_model,
     small_config,
 )
-
-from fp16_support import U16
-from experiments.ane_engineering.core import tolerances
 from experiments.ane_engineering import validate
-from experiments.ane_engineering.model.bc1s.models import BC1SEncoder
-from experiments.ane_engineering.core.buckets import MASK_BIAS
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.package.convert import convert
-from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec
-from experiments.ane_engineering.workflows.probe_run import run_probe
+from experiments.ane_engineering.core import tolerances
+from experiments.ane_engineering.core.buckets import MASK_BIAS
+from experiments.ane_engineering.model.bc1s.models import BC1SEncoder
 from experiments.ane_engineering.model.encoders import reference_encoder
 from experiments.ane_engineering.model.masks import additive_bc1s
 from experiments.ane_engineering.model.window_tiles import (
@@ -37,12 +33,16 @@ from experiments.ane_engineering.model.window_tiles import (
     additive_window,
     windowed,
 )
+from experiments.ane_engineering.package.convert import convert
+from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec
 from experiments.ane_engineering.placement.static_check import check_program
 from experiments.ane_engineering.run.agent import RequestError, check_shapes_and_masks
 from experiments.ane_engineering.validation.golden import (
     COMMITTED_TINY_GOLDEN,
     load_golden,
 )
+from experiments.ane_engineering.workflows.probe_run import run_probe
+from fp16_support import U16
 
 FP16_SAFETY = 2
 

@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 
 from executor_ops_support import build_program, loaded, mb, spec
-
-from experiments.ane_engineering.run.mil.cliffs import (FP16_MAX, MATMUL_CLASS, REDUCE_SUM, WIDTH_OFFSET_SLICE,
-                                                        AneCliffs, CliffError, load_cliffs)
+from experiments.ane_engineering.run.mil.cliffs import (
+    FP16_MAX,
+    MATMUL_CLASS,
+    REDUCE_SUM,
+    WIDTH_OFFSET_SLICE,
+    AneCliffs,
+    CliffError,
+    load_cliffs,
+)
 from experiments.ane_engineering.run.mil.executor import MILExecutor
 from experiments.ane_engineering.run.mil.headroom import measure_headroom
 

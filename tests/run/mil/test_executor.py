@@ -26,15 +26,15 @@ import pytest
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
-from conversion_support import convert_tiny_body, save_program  # noqa: E402
-from fp16_support import TINY16, U16, f16, ulp16  # noqa: E402
-from package_edits import weight_bin, weight_blobs  # noqa: E402
 
+from conversion_support import convert_tiny_body, save_program  # noqa: E402
 from experiments.ane_engineering.run.mil import kernels  # noqa: E402
 from experiments.ane_engineering.run.mil.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
 from experiments.ane_engineering.run.mil.numerics import FP16_STRICT, Numerics  # noqa: E402
 from experiments.ane_engineering.run.mil.ops.contraction import einsum_as_matmul  # noqa: E402
 from experiments.ane_engineering.run.mil.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
+from fp16_support import TINY16, U16, f16, ulp16  # noqa: E402
+from package_edits import weight_bin, weight_blobs  # noqa: E402
 
 TARGET = ct.target.macOS15
 
@@ -510,10 +510,12 @@ def test_fill_shape_cast_handlers():
 
 
 def test_constexpr_handlers_equal_coremltools_decompression():
-    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import (
-        constexpr_affine_dequantize as affine16, constexpr_lut_to_dense as lut16, constexpr_sparse_to_dense as sparse16)
-    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import (
-        constexpr_blockwise_shift_scale as shift18, constexpr_lut_to_dense as lut18, constexpr_sparse_to_dense as sparse18)
+    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import constexpr_affine_dequantize as affine16
+    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import constexpr_lut_to_dense as lut16
+    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import constexpr_sparse_to_dense as sparse16
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_blockwise_shift_scale as shift18
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_sparse_to_dense as sparse18
 
     num = Numerics()
     rng = np.random.default_rng(3)
@@ -581,6 +583,7 @@ def conv_model():
 @pytest.mark.parametrize("nbits,mode", [(8, "kmeans"), (4, "uniform")])
 def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbits, mode):
     from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
+
     from experiments.ane_engineering.package.mil.load import load_program
 
     cfg = ct.optimize.coreml.OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel",

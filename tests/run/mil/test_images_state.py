@@ -12,16 +12,23 @@ import pytest
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
-from fp16_support import U16
-from image_state_support import (BIAS, HEIGHT, SCALE, WIDTH, KVCache, convert_image_model, convert_kv_model,
-                                 kv_step_inputs)
-
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.execute import main as execute_main
 from experiments.ane_engineering.run.mil import tool
 from experiments.ane_engineering.run.mil.images import ImageInputError
 from experiments.ane_engineering.run.mil.predictor import Predictor
 from experiments.ane_engineering.run.mil.state import StateError
+from fp16_support import U16
+from image_state_support import (
+    BIAS,
+    HEIGHT,
+    SCALE,
+    WIDTH,
+    KVCache,
+    convert_image_model,
+    convert_kv_model,
+    kv_step_inputs,
+)
 
 pytestmark = pytest.mark.slow  # every test here converts with coremltools
 

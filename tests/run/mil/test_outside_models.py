@@ -17,7 +17,6 @@ ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
 from coremltools.models import MLModel
-from image_state_support import HEIGHT, SCALE, WIDTH, convert_image_model
 
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.execute import (
@@ -27,6 +26,7 @@ from experiments.ane_engineering.execute import (
 from experiments.ane_engineering.execute import main as execute_main
 from experiments.ane_engineering.run.mil.images import ImageInputError
 from experiments.ane_engineering.run.mil.predictor import Predictor
+from image_state_support import HEIGHT, SCALE, WIDTH, convert_image_model
 
 pytestmark = pytest.mark.slow  # every test here converts with coremltools
 

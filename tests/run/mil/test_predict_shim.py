@@ -17,14 +17,22 @@ ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
 from coremltools.models import MLModel
-from fp16_support import U16
-from image_state_support import (BIAS, HEIGHT, WIDTH, KVCache, convert_classifier, convert_image_model,
-                                 convert_kv_model, kv_step_inputs)
 
 from experiments.ane_engineering.core.provenance import REPOSITORY_ROOT
 from experiments.ane_engineering.execute import install_coremltools_predict, uninstall_coremltools_predict
 from experiments.ane_engineering.run.mil import predict_shim
 from experiments.ane_engineering.run.mil.predictor import Predictor
+from fp16_support import U16
+from image_state_support import (
+    BIAS,
+    HEIGHT,
+    WIDTH,
+    KVCache,
+    convert_classifier,
+    convert_image_model,
+    convert_kv_model,
+    kv_step_inputs,
+)
 
 pytestmark = pytest.mark.slow  # converts with coremltools, starts pytest in a process of its own
 

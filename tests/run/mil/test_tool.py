@@ -13,18 +13,18 @@ import pytest
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 from coremltools.converters.mil import Builder as mb
-from conversion_support import save_program
-from fp16_support import U16
 
+from conversion_support import save_program
 from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.run.mil import tool
 from experiments.ane_engineering.execute import main as execute_main
+from experiments.ane_engineering.run.mil import tool
 from experiments.ane_engineering.run.mil.executor import (
     ExecutionError,
     InputError,
     MILExecutor,
 )
 from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError
+from fp16_support import U16
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from command_support import REPO
 from experiments.ane_engineering.core import reference_run
-from experiments.ane_engineering.placement import calibration
 from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
+from experiments.ane_engineering.placement import calibration
 
 EVIDENCE = REPO / "benchmarks" / "evidence" / "long_attention_mmbert_base_shape.json"
 

@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from command_support import REPO
 
+from command_support import REPO
 from experiments.ane_engineering.workflows.benchmarks.steps import checkout_env
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+

@@ -8,8 +8,8 @@ import importlib.util
 import json
 
 import pytest
-from command_support import REPO, refused
 
+from command_support import REPO, refused
 from experiments.ane_engineering.workflows.benchmarks.executor_bit_identity import VOLATILE, differences
 from experiments.ane_engineering.workflows.benchmarks.executor_models import model_names
 from experiments.ane_engineering.workflows.benchmarks.steps import BenchmarkError, last_error_line, parse_lengths

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import reference_run
 from ...checkpoint import Checkpoint
-from ...package.inputs.device_inputs import device_masks
-from ...package.inputs.questions import encode_question, load_questions
+from ...core import reference_run
 from ...core.errors import HarnessError
 from ...core.provenance import harness_fingerprint, machine, tool_versions
 from ...model.window_tiles import DENSE, AttentionLayout
+from ...package.inputs.device_inputs import device_masks
+from ...package.inputs.questions import encode_question, load_questions
 from ...run.agent import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
 

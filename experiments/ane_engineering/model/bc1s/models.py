@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ...core.buckets import MARKER_SLOTS
 from ...checkpoint.config import BertEncoderConfig, ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
+from ...core.buckets import MARKER_SLOTS
 from ..layers import ModelInputError
 from ..window_tiles import DENSE, AttentionLayout, LayoutError, WindowTiles
 from .attention import KeyBiasChannel, SingleHeadAttention, key_bias

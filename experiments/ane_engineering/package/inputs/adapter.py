@@ -23,8 +23,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ...model.bc1s.attention import qk_row_order
-from ...model.bc1s.lora import LoraSpec, LoraSpecError
 from ...checkpoint import Checkpoint
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
@@ -32,6 +30,8 @@ from ...core.errors import HarnessError
 from ...core.json_documents import check, open_object
 from ...core.limits import host_memory_bound
 from ...core.regular_files import open_regular
+from ...model.bc1s.attention import qk_row_order
+from ...model.bc1s.lora import LoraSpec, LoraSpecError
 
 
 class AdapterError(HarnessError):

@@ -15,9 +15,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ...core.buckets import MARKER_SLOTS
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
+from ...core.buckets import MARKER_SLOTS
 from ...core.errors import HarnessError
 from ...model.masks import additive_bc1s
 from ...model.window_tiles import DENSE, AttentionLayout, WindowTiles, additive_window

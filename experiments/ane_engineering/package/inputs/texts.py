@@ -14,8 +14,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ...checkpoint.tokenizer import content_ids
-from .questions import FIXTURE_PATH, QuestionError, load_questions
 from ...core.json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, read_json
+from .questions import FIXTURE_PATH, QuestionError, load_questions
 
 SENTENCES_PATH = Path(__file__).resolve().parent / "fixtures" / "sentences.json"
 # Committed sets beside the golden texts, in the sentences.json format: calibration (sensitivities of weighted

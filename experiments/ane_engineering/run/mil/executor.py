@@ -63,13 +63,13 @@ import numpy as np
 
 from ...core.errors import HarnessError
 from ...core.limits import MAX_LOOP_ITERATIONS, value_bound
-from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
-from .ops.control_flow import LoopBudget, LoopLimitError
-from .cliffs import DEFAULT_FAMILY, AneCliffs
-from .numerics import ANE, FP32_ACCUMULATE, MODES, Numerics, cast_to
 from ...package.mil.load import LoadedProgram, load_program
 from ...package.mil.tensors import static_shape, var_dtype
 from ...package.mil.walk import walk_operations
+from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
+from .cliffs import DEFAULT_FAMILY, AneCliffs
+from .numerics import ANE, FP32_ACCUMULATE, MODES, Numerics, cast_to
+from .ops.control_flow import LoopBudget, LoopLimitError
 from .registry import CONSTEXPR_PREFIX, OPS, OPSETS, OpDef, OpNode, UnsupportedOpError
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 from ...core import reference_run
 from ...core.cli import (
     UsageError,

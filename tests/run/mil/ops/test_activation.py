@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from executor_ops_support import MODES, U16, assert_fp16, ct, f16, mb, run
 
 RNG = np.random.default_rng(1515)

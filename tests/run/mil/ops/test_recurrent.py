@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from executor_ops_support import MODES, U16, assert_fp16, ct, f16, mb, run
 
 S, B, I, H = 5, 2, 3, 4  # steps, batch, input size, hidden size

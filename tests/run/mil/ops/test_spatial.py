@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from executor_ops_support import MODES, U16, assert_fp16, ct, f16, mb, run
 
 RNG = np.random.default_rng(2025)
