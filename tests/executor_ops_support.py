@@ -9,12 +9,13 @@ import pytest
 
 from fp16_support import TINY16, U16, f16, ulp16  # noqa: F401  (U16 and f16: for the per-op test modules)
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.package.mil.load import LoadedProgram
-from experiments.ane_engineering.run.mil.executor import MILExecutor
+from experiments.ane_engineering.package.mil.load import LoadedProgram  # noqa: E402
+from experiments.ane_engineering.run.mil.executor import MILExecutor  # noqa: E402
 
 MODES = ("fp32-accumulate", "fp16-strict")
 DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}

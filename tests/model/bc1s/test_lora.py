@@ -78,7 +78,10 @@ def test_a_wrongly_ordered_adapter_is_caught(agent, tiny, monkeypatch):
     adapter = adapters.random_adapter(tiny.config, SPEC, seed=1, scale=SCALE * 5)
     question = _questions(tiny, 1)[0]
     good = np.asarray(agent.decide(question, adapter=adapter).option_logits)
-    half_major = lambda heads, dim: torch.arange(heads * dim).reshape(heads, 2, dim // 2).transpose(0, 1).reshape(-1)
+
+    def half_major(heads, dim):
+        return torch.arange(heads * dim).reshape(heads, 2, dim // 2).transpose(0, 1).reshape(-1)
+
     monkeypatch.setattr(adapters, "qk_row_order", half_major)
     bad = np.asarray(agent.decide(question, adapter=adapter).option_logits)
     assert np.abs(good - bad).max() > LOGIT_TOLERANCE

@@ -9,17 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.execute import main as execute_main
-from experiments.ane_engineering.run.mil import tool
-from experiments.ane_engineering.run.mil.images import ImageInputError
-from experiments.ane_engineering.run.mil.predictor import Predictor
-from experiments.ane_engineering.run.mil.state import StateError
-from fp16_support import U16
-from image_state_support import (
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
+from experiments.ane_engineering.execute import main as execute_main  # noqa: E402
+from experiments.ane_engineering.run.mil import tool  # noqa: E402
+from experiments.ane_engineering.run.mil.images import ImageInputError  # noqa: E402
+from experiments.ane_engineering.run.mil.predictor import Predictor  # noqa: E402
+from experiments.ane_engineering.run.mil.state import StateError  # noqa: E402
+from fp16_support import U16  # noqa: E402
+from image_state_support import (  # noqa: E402
     BIAS,
     HEIGHT,
     SCALE,

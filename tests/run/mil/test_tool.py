@@ -10,21 +10,22 @@ import dataclasses
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
-from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil import Builder as mb  # noqa: E402
 
-from conversion_support import save_program
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.execute import main as execute_main
-from experiments.ane_engineering.run.mil import tool
-from experiments.ane_engineering.run.mil.executor import (
+from conversion_support import save_program  # noqa: E402
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
+from experiments.ane_engineering.execute import main as execute_main  # noqa: E402
+from experiments.ane_engineering.run.mil import tool  # noqa: E402
+from experiments.ane_engineering.run.mil.executor import (  # noqa: E402
     ExecutionError,
     InputError,
     MILExecutor,
 )
-from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError
-from fp16_support import U16
+from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError  # noqa: E402
+from fp16_support import U16  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 

@@ -211,8 +211,13 @@ def test_upsample_and_resize_match_torch(mode):
                           mb.resize_bilinear(x=x, target_size_height=5, target_size_width=11,
                                              sampling_mode="UNALIGN_CORNERS")),
                {"x": X}, mode)
-    near = lambda size: _np(F.interpolate(t64, size=size, mode="nearest"))
-    lin = lambda size, ac: _np(F.interpolate(t64, size=size, mode="bilinear", align_corners=ac))
+
+    def near(size):
+        return _np(F.interpolate(t64, size=size, mode="nearest"))
+
+    def lin(size, ac):
+        return _np(F.interpolate(t64, size=size, mode="bilinear", align_corners=ac))
+
     np.testing.assert_array_equal(outs[0], near((14, 18)).astype(np.float16))
     np.testing.assert_array_equal(outs[1], near((10, 3)).astype(np.float16))
     np.testing.assert_array_equal(outs[2], near((10, 4)).astype(np.float16))

@@ -31,7 +31,10 @@ def test_reductions_match_numpy(mode):
                              mb.reduce_log_sum(x=p, axes=[2]), mb.reduce_log_sum_exp(x=x, axes=[-2], keep_dims=True),
                              mb.reduce_argmax(x=x, axis=-1), mb.reduce_argmin(x=x, axis=0, keep_dims=True)),
                {"x": X, "p": P}, mode)
-    k = lambda n, terms: n * U16 * terms if strict else 0
+
+    def k(n, terms):
+        return n * U16 * terms if strict else 0
+
     assert_fp16(outs[0], p64.prod(-1), extra=k(5, p64.prod(-1)), what="reduce_prod")
     l1 = np.abs(x64).sum((0, 2), keepdims=True)
     assert_fp16(outs[1], l1, extra=k(15, l1), what="reduce_l1_norm")
