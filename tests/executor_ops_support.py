@@ -63,7 +63,8 @@ def assert_fp16(out, ref, ulps: float = 1.0, extra=0.0, what: str = ""):
     o = out.astype(np.float64)
     with np.errstate(over="ignore"):
         overflow = np.isfinite(ref) & np.isinf(ref.astype(np.float16))  # beyond 65520: fp16 stores +-inf
-    same_special = (np.isnan(o) & np.isnan(ref)) | ((np.isinf(ref) | overflow) & (o == np.where(ref > 0, np.inf, -np.inf)))
+    same_special = ((np.isnan(o) & np.isnan(ref))
+                    | ((np.isinf(ref) | overflow) & (o == np.where(ref > 0, np.inf, -np.inf))))
     tol = ulps * ulp16(ref) + TINY16 + extra
     bad = ~same_special & ~(np.abs(o - ref) <= tol)
     assert not bad.any(), f"{what}: {int(bad.sum())} values off, e.g. got {o[bad][:4]} want {ref[bad][:4]}"

@@ -1,4 +1,5 @@
-"""`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a conversion.
+"""`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a
+conversion.
 
 Writes a float32 .npy of shape (tokens, hidden) for the valid tokens only. Backends: `reference` (the original
 B x L x C FP32 model, no padding), `bc1s` (the BC1S export model in FP32 at a bucket length, with padding), and
@@ -126,9 +127,11 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
                                  "tokens (max_position_embeddings)")
             length = length or smallest_bucket(n, buckets_within(enc.max_position_embeddings))
             if length is None or n > length:
-                raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are never truncated")
+                raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are "
+                                 "never truncated")
             model = bc1s_encoder(checkpoint.config, checkpoint.tensors, length).eval()
-            inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
+            inputs = {k: torch.from_numpy(v)
+                      for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
             return model(**inputs)[0, :, 0, :n].T.contiguous().numpy()  # (n, C)
     raise UsageError(f"unknown backend {backend!r}; choose from {BACKENDS}")
 

@@ -1,5 +1,5 @@
-"""`python -m experiments.ane_engineering.fit_margins --source builtin:tiny|builtin:tiny-outlier|builtin:minilm-decision`:
-the committed margin fit of a built-in decision source (validation/margins.py `fit`).
+"""`python -m experiments.ane_engineering.fit_margins --source SOURCE` (builtin:tiny, builtin:tiny-outlier or
+builtin:minilm-decision): the committed margin fit of a built-in decision source (validation/margins.py `fit`).
 
 Every random weight of the built-in decision head is kept except `decision_head.scorer.out` and
 `decision_head.action.fc2`, which get the smallest correction that puts every fixture question's winner

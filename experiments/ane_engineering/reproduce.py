@@ -71,7 +71,8 @@ def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, re
             chain.command(f"probe body L{length}", probe.main,
                         ["--kind", "body", "--length", str(length), "--source", source,
                          "--output", str(packages / f"body-{length}"), "--require-ane", "--quiet"])
-        chain.command("golden (FP32 reference)", golden.main, ["--source", source, "--output", str(root / "golden.json")])
+        chain.command("golden (FP32 reference)", golden.main,
+                      ["--source", source, "--output", str(root / "golden.json")])
         repeat_args = ["--repeats", str(repeats)] if repeats is not None else []
         chain.command("validate every bucket and across buckets", validate.main,
                     [a for length in lengths for a in ("--package", str(packages / f"body-{length}"))]
@@ -109,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
-    parser.add_argument("--jobs", type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
-                                               "more only compete for its cores"),
+    parser.add_argument("--jobs",
+                        type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
+                                     "more only compete for its cores"),
                         default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
     return parser
 
@@ -121,7 +123,8 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     status = build_in_staging(output, lambda staging: reproduce(args.source, staging, jobs=args.jobs), "reproduce")
     if status == 0:
-        print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
+        print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: "
+              f"{output / 'ANE_BENCHMARKS.md'}")
     return status
 
 

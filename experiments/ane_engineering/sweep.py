@@ -2,12 +2,12 @@
 
 Every candidate is palettized from `--package` and validated against the golden file exactly like `validate`
 (decision gates for a body package, embedding gates for an embedding package); writes DIR/sweep.json (evidence),
-DIR/sweep.md (table), DIR/sweep.png (package size against the largest errors, with the gate drawn) and DIR/candidates/* (packages and validation
-reports). Candidates run in parallel processes (--jobs), or as Ray tasks (--executor ray). Beyond bits x mode x
-group size, the grid can cross LUT grouping axes (--group-axes output,input) and k-means objectives (--weightings
-none,fisher). --heldout-golden/--heldout-fixture add a held-out set every candidate must pass as well; --fixture
-names the file --golden was made from (your own questions or texts). --mixed-bits adds per-layer sensitivities and
-a greedy walk of mixed allocations, each step a validated package. Refuses an existing DIR; builds atomically.
+DIR/sweep.md (table), DIR/sweep.png (package size against the largest errors, with the gate drawn) and DIR/candidates/*
+(packages and validation reports). Candidates run in parallel processes (--jobs), or as Ray tasks (--executor ray).
+Beyond bits x mode x group size, the grid can cross LUT grouping axes (--group-axes output,input) and k-means objectives
+(--weightings none,fisher). --heldout-golden/--heldout-fixture add a held-out set every candidate must pass as well;
+--fixture names the file --golden was made from (your own questions or texts). --mixed-bits adds per-layer sensitivities
+and a greedy walk of mixed allocations, each step a validated package. Refuses an existing DIR; builds atomically.
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def main(argv=None) -> int:
         steps = sweep["mixed_bits"]["steps"]
         print(f"mixed bits: {len(steps)} steps, {sum(s['passed'] for s in steps)} passing")
     if sweep["smallest_passing"] is not None:
-        print(f"smallest passing package: {sweep['smallest_passing']['name']} ({sweep['smallest_passing']['package_mb']} MB)")
+        print(f"smallest passing package: {sweep['smallest_passing']['name']} "
+              f"({sweep['smallest_passing']['package_mb']} MB)")
     return 0
 
 

@@ -37,7 +37,8 @@ def test_encode_command_runs_minilm_through_reference_bc1s_and_mil(minilm, minil
     outputs = {}
     for backend in ("reference", "bc1s", "mil"):
         argv = ["--source", "all-minilm-l6-v2", "--ids", IDS, "--backend", backend,
-                "--output", str(tmp_path / f"{backend}.npy")] + (["--package", str(package)] if backend == "mil" else [])
+                "--output", str(tmp_path / f"{backend}.npy")]
+        argv += ["--package", str(package)] if backend == "mil" else []
         assert run_main(encode.main, argv) == 0
         outputs[backend] = np.load(tmp_path / f"{backend}.npy")
     assert outputs["reference"].shape == (9, 384)

@@ -47,7 +47,8 @@ def test_a_hundred_million_layers_are_refused_before_anything_is_built(capsys, t
 
 def test_encoder_and_head_layers_together_are_bounded():
     raw = small_config(num_hidden_layers=MAX_LAYERS, layer_types=None, head={"num_layers": 1})
-    with pytest.raises(ConfigError, match=rf"decision_head: field 'num_layers' 1 with {MAX_LAYERS} encoder layers exceeds"):
+    with pytest.raises(ConfigError,
+                       match=rf"decision_head: field 'num_layers' 1 with {MAX_LAYERS} encoder layers exceeds"):
         parse_config(raw)
 
 

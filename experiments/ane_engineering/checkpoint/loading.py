@@ -49,8 +49,9 @@ class Checkpoint:
         by_reason: dict[str, list[str]] = {}
         for name, reason in sorted(self.ignored.items()):
             by_reason.setdefault(reason, []).append(name)
-        return [f"{self.source}: ignored {len(names)} tensor(s) {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
-                f": {reason}" for reason, names in by_reason.items()]
+        return [f"{self.source}: ignored {len(names)} tensor(s) "
+                f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}: "
+                f"{reason}" for reason, names in by_reason.items()]
 
     @property
     def hashes(self) -> dict:

@@ -1,4 +1,5 @@
-"""The reference run this harness reproduces: facts from outside the project, in core/reference_run.json (their one home).
+"""The reference run this harness reproduces: facts from outside the project, in core/reference_run.json (their one
+home).
 
 The run was measured on the project's user's Mac and reported to the project; nothing here is measured by the
 harness. `load()` reads the file (checked against SCHEMA); `citation()` names its source wherever a figure of it

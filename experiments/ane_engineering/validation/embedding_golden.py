@@ -106,8 +106,9 @@ def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None, fixt
 
 
 def check_records(path: Path, golden: dict, fixture: Path | None = None) -> None:
-    """The golden covers the texts of `fixture` (default: the golden texts) exactly: every text once, as an embedding or as skipped (none twice, none
-    unknown, none missing), each embedding of one length and its token count that of its ids."""
+    """The golden covers the texts of `fixture` (default: the golden texts) exactly: every text once, as an embedding or
+    as skipped (none twice, none unknown, none missing), each embedding of one length and its token count that of its
+    ids."""
     expected = [text.id for text in texts_of(fixture)[0]]
     skipped = [item.get("id") for item in golden["texts"]["skipped"] if isinstance(item, dict)]
     if len(skipped) != len(golden["texts"]["skipped"]):

@@ -64,7 +64,8 @@ def reference_decisions(checkpoint: Checkpoint, questions, progress=None) -> lis
         for question in questions:
             encoded = encode_question(tokenizer, checkpoint.config.head, question)
             ids = torch.tensor([encoded.input_ids])
-            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]))
+            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool),
+                                        torch.tensor([encoded.token_types]))
             decision = host.finish(encoded, scores[0, list(encoded.marker_positions)].numpy())
             records.append({**decision.to_json(), "language": question.language})
             if progress:

@@ -127,8 +127,8 @@ def require_contents(contents: dict, bits: int, group_size: int, allocation: dic
                              f"were left dense (e.g. {contents['unpalettized'][0]}); refusing a partly palettized "
                              f"package recorded as W{bits}")
     if contents["bits"] != [bits]:
-        raise PalettizeError(f"the package holds LUTs of {contents['bits']} bits and groups of {contents['group_sizes']}"
-                             f", not the requested W{bits}, group {group_size}")
+        raise PalettizeError(f"the package holds LUTs of {contents['bits']} bits and groups of "
+                             f"{contents['group_sizes']}, not the requested W{bits}, group {group_size}")
 
 
 def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, group_size: int, workers: int = 2,
@@ -145,7 +145,8 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
     (`Sensitivities.save`; a sweep shares them between its candidates), checked against the weights by hash."""
     if allocation is not None:
         if not allocation or not set(allocation.values()) <= set(BITS) | {DENSE_BITS}:
-            raise PalettizeError(f"an allocation gives every layer one of {BITS} or {DENSE_BITS} bits, got {allocation}")
+            raise PalettizeError(f"an allocation gives every layer one of {BITS} or {DENSE_BITS} bits, "
+                                 f"got {allocation}")
         bits = max(b for b in allocation.values() if b != DENSE_BITS) if set(allocation.values()) - {DENSE_BITS} \
             else BITS[0]
     if bits not in BITS:

@@ -51,10 +51,12 @@ def mil_op_counts(program) -> dict:
 
     counts = Counter(op.op_type for op in walk_operations(program))
     constants = sum(n for op_type, n in counts.items() if op_type == "const" or op_type.startswith("constexpr_"))
-    return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants, "constant": constants}
+    return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants,
+            "constant": constants}
 
 
-def placement_report(package: Path, require_ane: bool, allow: set[str], measured: dict | None = None) -> tuple[dict, dict]:
+def placement_report(package: Path, require_ane: bool, allow: set[str],
+                     measured: dict | None = None) -> tuple[dict, dict]:
     """Static rules (always) and, on macOS, Core ML's compute plan. The gate fails on any static rule error: a
     program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
     in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
@@ -83,7 +85,8 @@ def placement_report(package: Path, require_ane: bool, allow: set[str], measured
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
               require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
-              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE, fp16_scale: int | str | None = None) -> dict:
+              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE,
+              fp16_scale: int | str | None = None) -> dict:
     """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails.
     `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket).
     `fp16_scale`: None (no rescaling), an exponent K, or "auto" (fp16_scale_choice.py picks K by measured headroom)."""

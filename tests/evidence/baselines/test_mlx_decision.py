@@ -1,4 +1,5 @@
-"""The MLX FP16 baseline (evidence/baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16 noise.
+"""The MLX FP16 baseline (evidence/baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16
+noise.
 
 Tolerance, derived rather than fitted. An option logit is s = b + sum_j w_j h_j over the S scorer units at its marker.
 FP16 perturbs the features h_j relatively; the resulting logit error scales with the absolute mass of that last dot

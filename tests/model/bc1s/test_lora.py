@@ -42,14 +42,16 @@ def agent(lora_package, tiny):
 
 
 def _questions(tiny, count=8):
-    return [q for q in load_questions() if encode_question(tiny.tokenizer, tiny.config.head, q).num_tokens <= 96][:count]
+    return [q for q in load_questions()
+            if encode_question(tiny.tokenizer, tiny.config.head, q).num_tokens <= 96][:count]
 
 
 def _merged_logits(tiny, adapter, question):
     merged = adapters.merge(tiny, adapter)
     body = BC1SBody(merged.config, merged.tensors, 96).eval()
     encoded = encode_question(tiny.tokenizer, tiny.config.head, question)
-    inputs = body_inputs(merged.config, merged.tensors, encoded.input_ids, encoded.token_types, encoded.marker_positions, 96)
+    inputs = body_inputs(merged.config, merged.tensors, encoded.input_ids, encoded.token_types,
+                         encoded.marker_positions, 96)
     with torch.no_grad():
         return body(**{k: torch.from_numpy(v) for k, v in inputs.items()})[0, 0, 0, :len(question.options)].numpy()
 
@@ -100,7 +102,8 @@ def test_validates_against_a_golden_made_with_merged_weights(lora_package, tiny,
     adapters.save_adapter(path, adapter)
     golden = make_golden(adapters.merge(tiny, adapters.load_adapter(path, tiny.config)))
     (tmp_path / "golden.json").write_text(json.dumps(golden))
-    status = validate.main(["--package", str(lora_package), "--adapter", str(path), "--golden", str(tmp_path / "golden.json"),
+    status = validate.main(["--package", str(lora_package), "--adapter", str(path), "--golden",
+                            str(tmp_path / "golden.json"),
                             "--backend", "mil", "--repeats", "3", "--output", str(tmp_path / "v.json")])
     report = json.loads((tmp_path / "v.json").read_text())
     assert status == 0 and report["passed"], report["reasons"]

@@ -42,7 +42,8 @@ VARIANTS = {
 def _hand_made() -> list[Question]:
     return [
         Question("hand-choice", "choice", "Pick the even number.", ("7", "12", "25")),
-        Question("hand-score", "score", "Rate: the tests run fast.", ("low", "mid", "high", "top"), (1.0, 2.0, 3.0, 4.0)),
+        Question("hand-score", "score", "Rate: the tests run fast.", ("low", "mid", "high", "top"),
+                 (1.0, 2.0, 3.0, 4.0)),
         Question("hand-noul-32", "noul", "Which one?", tuple(f"o{i}" for i in range(MARKER_SLOTS))),  # every slot
     ]
 

@@ -58,7 +58,8 @@ def tiny_outlier():
 @pytest.mark.parametrize("exponent", [1, 3, 5])
 def test_rescaled_tiny_body_equals_the_unscaled_in_fp32(tiny, exponent):
     inputs = _question_inputs(tiny)
-    assert _relative_difference(lambda: BC1SBody(tiny.config, tiny.tensors, LENGTH), inputs, exponent) <= STREAM_SCALE_REL
+    assert _relative_difference(lambda: BC1SBody(tiny.config, tiny.tensors, LENGTH), inputs,
+                                exponent) <= STREAM_SCALE_REL
 
 
 @pytest.mark.parametrize("attention", [DENSE, AttentionLayout("windowed", 32)], ids=["dense", "windowed"])
@@ -176,4 +177,5 @@ def test_probe_fp16_scale_values_outside_auto_none_and_0_to_24_are_refused(text)
 
     with pytest.raises(ArgumentValueError, match="--fp16-scale"):
         fp16_scale_argument(text)
-    assert fp16_scale_argument("none") is None and fp16_scale_argument("auto") == "auto" and fp16_scale_argument("3") == 3
+    assert (fp16_scale_argument("none") is None and fp16_scale_argument("auto") == "auto"
+            and fp16_scale_argument("3") == 3)

@@ -57,7 +57,8 @@ def violation(out, ref, extra=0.0) -> float:
 
 def assert_close16(out, ref, extra=0.0, what=""):
     v = violation(out, ref, extra)
-    assert v <= 1.0, f"{what}: error {v:.2f}x the fp16 tolerance (max abs err {np.max(np.abs(out.astype(np.float64) - ref)):.3g})"
+    assert v <= 1.0, (f"{what}: error {v:.2f}x the fp16 tolerance "
+                      f"(max abs err {np.max(np.abs(out.astype(np.float64) - ref)):.3g})")
 
 
 def dot_extra(k: int, abs_terms: np.ndarray) -> np.ndarray:
@@ -140,8 +141,10 @@ def test_fast_fp16_casts_equal_numpy_bit_for_bit():
     mids = ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32)
     mids = np.concatenate([mids, -mids, np.float32([65520.0, -65520.0])])
     bits = np.concatenate([f32.view(np.uint32), mids.view(np.uint32), mids.view(np.uint32) + 1,
-                           mids.view(np.uint32) - 1, rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32),
-                           np.array([0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000, 0x33000001, 0x387FFFFF], np.uint32)])
+                           mids.view(np.uint32) - 1,
+                           rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000, 0x33000001, 0x387FFFFF],
+                                    np.uint32)])
     values = bits.view(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(np.float16)
@@ -239,7 +242,7 @@ def test_gelu_tanh_approximation_in_place_of_exact_is_caught(elementwise_pkg, mo
     assert violation(out["o_gelu_tanh"], elementwise_refs()["o_gelu_tanh"]) <= 1.0
 
 
-# ----------------------------------------------------------------------------------------------- norms, softmax, reductions
+# ------------------------------------------------------------------------------------------- norms, softmax, reductions
 
 NSHAPE = (1, 24, 1, 10)
 NX = f16(RNG.standard_normal(NSHAPE))
@@ -428,8 +431,10 @@ def test_dot_product_ops_match_float64_reference(dot_pkg):
     ref, absref, k = conv2d64(x, W5, pads=((1, 0), (2, 1)), dilations=(2, 1))
     assert_close16(out["o_conv_custom"], ref, dot_extra(k, absref), "conv custom/dilation")
     a, b = MX.astype(np.float64), MY.astype(np.float64)
-    assert_close16(out["o_matmul"], a @ np.swapaxes(b, -1, -2), dot_extra(16, np.abs(a) @ np.abs(np.swapaxes(b, -1, -2))), "matmul")
-    assert_close16(out["o_linear"], a @ LW.T.astype(np.float64) + LB, dot_extra(16, np.abs(a) @ np.abs(LW.T.astype(np.float64))), "linear")
+    assert_close16(out["o_matmul"], a @ np.swapaxes(b, -1, -2),
+                   dot_extra(16, np.abs(a) @ np.abs(np.swapaxes(b, -1, -2))), "matmul")
+    assert_close16(out["o_linear"], a @ LW.T.astype(np.float64) + LB,
+                   dot_extra(16, np.abs(a) @ np.abs(LW.T.astype(np.float64))), "linear")
     hq, hk, hp = (v.astype(np.float64) for v in (HQ, HK, HP))
     assert_close16(out["o_einsum_qk"], np.einsum("bkhc,bchq->bkhq", hk, hq),
                    dot_extra(16, np.einsum("bkhc,bchq->bkhq", np.abs(hk), np.abs(hq))), "einsum qk")
@@ -492,7 +497,7 @@ def test_fp16_strict_stays_close_on_small_ops(norm_pkg, dot_pkg):
     assert violation(out["o_conv1x1"], ref, extra=(k + 1) * U16 * absref) <= 1.0
 
 
-# ----------------------------------------------------------------------------------------------- handlers the converter folds away
+# ------------------------------------------------------------------------------------ handlers the converter folds away
 
 def _node(op_type, shapes, dtypes):
     return OpNode(0, "t", op_type, "main", ["t"] * len(shapes), shapes, [np.dtype(d) for d in dtypes])
@@ -505,7 +510,8 @@ def test_fill_shape_cast_handlers():
     assert out.shape == (2, 3) and out.dtype == np.float16 and np.all(out == 1.5)
     out = OPS["shape"].handler(_node("shape", [(4,)], [np.int32]), {"x": np.zeros((1, 2, 3, 4))}, num)
     assert out.tolist() == [1, 2, 3, 4]
-    out = OPS["cast"].handler(_node("cast", [(3,)], [np.int32]), {"x": np.array([-1.7, 0.2, 2.9]), "dtype": "int32"}, num)
+    out = OPS["cast"].handler(_node("cast", [(3,)], [np.int32]), {"x": np.array([-1.7, 0.2, 2.9]), "dtype": "int32"},
+                              num)
     assert out.tolist() == [-1, 0, 2]
 
 
@@ -523,7 +529,8 @@ def test_constexpr_handlers_equal_coremltools_decompression():
     # iOS18 LUT, per-grouped-channel scalar and vector palettization
     idx = rng.integers(0, 16, size=(8, 6, 1, 1)).astype(np.uint8)
     lut = rng.standard_normal((4, 1, 1, 1, 16, 1)).astype(np.float16)
-    got = h["constexpr_lut_to_dense"](_node("constexpr_lut_to_dense", [(8, 6, 1, 1)], [np.float16]), {"indices": idx, "lut": lut}, num)
+    got = h["constexpr_lut_to_dense"](_node("constexpr_lut_to_dense", [(8, 6, 1, 1)], [np.float16]),
+                                      {"indices": idx, "lut": lut}, num)
     np.testing.assert_array_equal(got, lut18.decompress(idx, lut, None))
     vlut = rng.standard_normal((2, 1, 1, 1, 4, 3)).astype(np.float16)
     vidx = rng.integers(0, 4, size=(4, 6, 1, 1)).astype(np.uint8)
@@ -541,7 +548,8 @@ def test_constexpr_handlers_equal_coremltools_decompression():
     scale = rng.uniform(0.01, 0.1, 5).astype(np.float16)
     zp = rng.integers(-3, 3, 5).astype(np.int8)
     got = h["constexpr_affine_dequantize"](_node("constexpr_affine_dequantize", [(5, 7)], [np.float16]),
-                                           {"quantized_data": q, "scale": scale, "zero_point": zp, "axis": np.int32(0)}, num)
+                                           {"quantized_data": q, "scale": scale, "zero_point": zp, "axis": np.int32(0)},
+                                           num)
     np.testing.assert_array_equal(got, affine16.decompress(q, zp, scale, 0))
     # blockwise shift/scale (iOS18), block of 4 along the input axis
     data = rng.integers(-8, 8, size=(6, 8)).astype(np.int8)
@@ -553,11 +561,13 @@ def test_constexpr_handlers_equal_coremltools_decompression():
     # sparse to dense, iOS18 and iOS16
     mask = (rng.random((4, 5)) < 0.4).astype(np.uint8)
     nz = rng.standard_normal(int(mask.sum())).astype(np.float16)
-    got = h["constexpr_sparse_to_dense"](_node("constexpr_sparse_to_dense", [(4, 5)], [np.float16]), {"nonzero_data": nz, "mask": mask}, num)
+    got = h["constexpr_sparse_to_dense"](_node("constexpr_sparse_to_dense", [(4, 5)], [np.float16]),
+                                         {"nonzero_data": nz, "mask": mask}, num)
     np.testing.assert_array_equal(got, sparse18.decompress(nz, mask))
     packed_mask = np.packbits(mask.ravel(), bitorder="little")
     got = h["constexpr_sparse_to_dense"](_node("constexpr_sparse_to_dense", [(4, 5)], [np.float16]),
-                                         {"nonzero_data": nz, "mask": packed_mask, "shape": np.array([4, 5], np.uint32)}, num)
+                                         {"nonzero_data": nz, "mask": packed_mask,
+                                          "shape": np.array([4, 5], np.uint32)}, num)
     np.testing.assert_array_equal(got, sparse16.decompress(nz, packed_mask, np.array([4, 5], np.uint32)))
 
 
@@ -588,7 +598,8 @@ def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbi
 
     cfg = ct.optimize.coreml.OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel",
                                                 group_size=16, weight_threshold=1024)
-    model = ct.optimize.coreml.palettize_weights(conv_model, ct.optimize.coreml.OptimizationConfig(op_type_configs={"conv": cfg}))
+    model = ct.optimize.coreml.palettize_weights(conv_model,
+                                                 ct.optimize.coreml.OptimizationConfig(op_type_configs={"conv": cfg}))
     path = tmp_path / f"w{nbits}.mlpackage"
     model.save(str(path))
     ex = MILExecutor(path, keep_program=True)
@@ -597,7 +608,8 @@ def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbi
     # coremltools' own decompression of the same package, loaded from disk
     dense_path = tmp_path / f"w{nbits}_dense.mlpackage"
     ct.optimize.coreml.decompress_weights(ct.models.MLModel(str(path), skip_model_load=True)).save(str(dense_path))
-    dense = {op.outputs[0].name: op.outputs[0].val for op in load_program(dense_path).operations() if op.op_type == "const"}
+    dense = {op.outputs[0].name: op.outputs[0].val
+             for op in load_program(dense_path).operations() if op.op_type == "const"}
     decompressed = {}
     for op in ex.program.operations():
         if op.op_type != "constexpr_lut_to_dense":
@@ -656,7 +668,7 @@ def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
     assert changed.sum() == 1 and np.flatnonzero(changed)[0] == element
 
 
-# ----------------------------------------------------------------------------------------------- load-time refusal, inputs, memory
+# ------------------------------------------------------------------------------------ load-time refusal, inputs, memory
 
 @pytest.mark.slow
 def test_unsupported_op_fails_at_load_naming_type_and_op(norm_pkg, monkeypatch):
@@ -702,7 +714,7 @@ def test_intermediates_are_released(dot_pkg, elementwise_pkg):
         assert set(plan) == runtime_values  # every non-output value has exactly one release point
 
 
-# ----------------------------------------------------------------------------------------------- a real BC1S body (tiny)
+# ---------------------------------------------------------------------------------------------- a real BC1S body (tiny)
 
 BODY_L = 96
 BODY_QUESTIONS = 8
@@ -800,7 +812,7 @@ def test_tiny_body_fp16_strict_runs_and_stays_near(tiny_body):
     assert max(errors) <= 2 * tol, (errors, tol)
 
 
-# ----------------------------------------------------------------------------------------------- the original-layout baseline
+# ----------------------------------------------------------------------------------------- the original-layout baseline
 
 @pytest.fixture(scope="module")
 def tiny_baseline(tmp_path_factory):

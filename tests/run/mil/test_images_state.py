@@ -223,7 +223,8 @@ def test_batch_of_pictures_and_refusals(image_models, picture, tmp_path, capsys)
             assert np.max(np.abs(data["var_13"] - want)) <= _fp32_bound(want)
     # one picture file and an .npz output
     single = tmp_path / "single.npz"
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(folder / "p0.png"), "--output", str(single)]) == 0
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(folder / "p0.png"),
+                                   "--output", str(single)]) == 0
     capsys.readouterr()
     # a batch that meets a bad file publishes nothing
     Image.fromarray(np.zeros((3, 3, 3), np.uint8)).save(folder / "p9.png")

@@ -120,7 +120,8 @@ def test_describe_and_run_a_package_the_project_did_not_export(mlp_pkg, tmp_path
     # fp16 weights and activations, float32 accumulation: a few fp16 roundings of values of size |h| per layer
     scale = np.abs(want).max() + 1.0
     assert np.max(np.abs(got - want)) <= 16 * U16 * scale, np.max(np.abs(got - want))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(tmp_path / "in.npz"),
+                                   "--output", str(out)]) == 2
 
 
 def test_classifier_outputs_label_and_probabilities_as_arrays(classifier_pkg, tmp_path):
@@ -142,10 +143,12 @@ def test_command_refusals(mlp_pkg, tmp_path):
     _, pkg = mlp_pkg
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, x=np.array([{"a": 1}], dtype=object))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(pickled), "--output", str(tmp_path / "o.npz")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(pickled),
+                                   "--output", str(tmp_path / "o.npz")]) == 2
     assert not (tmp_path / "o.npz").exists()
     good = _npz(tmp_path / "in.npz", x=np.zeros((2, 4), np.float32))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good), "--output", str(tmp_path / "o.txt")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good),
+                                   "--output", str(tmp_path / "o.txt")]) == 2
     assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good)]) == 2
 
 
@@ -160,7 +163,8 @@ def test_multifunction_package_runs_the_named_function(tmp_path):
 
     desc = ct.utils.MultiFunctionDescriptor()
     desc.add_function(str(_convert_program(relu_prog, tmp_path / "a.mlpackage", ct.target.iOS18)), "main", "relu_fn")
-    desc.add_function(str(_convert_program(double_prog, tmp_path / "b.mlpackage", ct.target.iOS18)), "main", "double_fn")
+    desc.add_function(str(_convert_program(double_prog, tmp_path / "b.mlpackage", ct.target.iOS18)), "main",
+                      "double_fn")
     desc.default_function_name = "double_fn"
     ct.utils.save_multifunction(desc, str(tmp_path / "mf.mlpackage"))
     pkg = tmp_path / "mf.mlpackage"
@@ -174,7 +178,7 @@ def test_multifunction_package_runs_the_named_function(tmp_path):
         tool.run_package(pkg, {"x": x})  # the default function takes (4,)
 
 
-# ----------------------------------------------------------------------------------------------- errors a user can act on
+# --------------------------------------------------------------------------------------------- errors a user can act on
 
 def test_every_unsupported_op_is_named_at_once(mlp_pkg):
     _, pkg = mlp_pkg
@@ -196,7 +200,8 @@ def test_command_names_every_unsupported_op(mlp_pkg, tmp_path, monkeypatch, caps
     text = capsys.readouterr().out
     assert "NOT supported (2 op types)" in text and "linear: 2 op(s)" in text and "relu: 1 op(s)" in text
     inputs = _npz(tmp_path / "in.npz", x=np.zeros((2, 4), np.float32))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(inputs), "--output", str(tmp_path / "o.npz")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(inputs),
+                                   "--output", str(tmp_path / "o.npz")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'linear'" in err and "'relu'" in err  # one line naming both
     assert not (tmp_path / "o.npz").exists()
@@ -223,8 +228,9 @@ def test_a_failing_op_is_named_with_its_inputs(mlp_pkg, monkeypatch):
         raise ValueError("boom")
 
     monkeypatch.setitem(OPS, "relu", dataclasses.replace(OPS["relu"], handler=broken))
-    with pytest.raises(ExecutionError, match=r"of type 'relu' in function main failed on inputs \(x=float16\(3, 16\)\): "
-                                             r"ValueError: boom"):
+    with pytest.raises(ExecutionError,
+                       match=r"of type 'relu' in function main failed on inputs \(x=float16\(3, 16\)\): "
+                             r"ValueError: boom"):
         MILExecutor(pkg).run({"x": np.zeros((3, 4), np.float32)})
 
 

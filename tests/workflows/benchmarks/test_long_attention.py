@@ -41,7 +41,8 @@ def test_predictions_come_from_the_committed_calibration(evidence):
     for layout, bucket, values in _buckets(evidence):
         assert values["length"] == int(bucket)
         cost = {"totals": values["totals"]}
-        assert values["predicted_body_ms"] == pytest.approx(calibration.predict_body_ms(cost, evidence["chip"], parameters))
+        assert values["predicted_body_ms"] == pytest.approx(
+            calibration.predict_body_ms(cost, evidence["chip"], parameters))
         assert values["predicted_request_ms"] == pytest.approx(
             calibration.predict_request_ms(cost, evidence["chip"], parameters))
         assert values["non_constant_ops"] == values["totals"]["non_constant_ops"]

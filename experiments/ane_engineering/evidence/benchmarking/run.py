@@ -104,7 +104,8 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
         "source": checkpoint.hashes,
         "backend": agent.backend.describe(),
         "component": {"what": "body alone: one backend call on synthetic N(0,1) embeddings, all positions valid",
-                      **component, "timing": summarize(timed_calls(body_call, component["warmup"], component["calls"]))},
+                      **component,
+                      "timing": summarize(timed_calls(body_call, component["warmup"], component["calls"]))},
         "full_path": {"what": "ANEAgent.decide: tokenization, host lookup and masks, one backend call, FP32 action "
                               "head, calibration and formatting",
                       "question": question.id, "tokens": tokens, "long": long, **full_path,

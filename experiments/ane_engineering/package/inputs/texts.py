@@ -23,7 +23,8 @@ SENTENCES_PATH = Path(__file__).resolve().parent / "fixtures" / "sentences.json"
 CALIBRATION_TEXTS_PATH = SENTENCES_PATH.parent / "texts_calibration.json"
 HELDOUT_TEXTS_PATH = SENTENCES_PATH.parent / "texts_heldout.json"
 SENTENCES_SCHEMA = closed_object(
-    {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
+    {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING,
+                                          "language": NON_EMPTY_STRING,
                                           "script": NON_EMPTY_STRING, "text": NON_EMPTY_STRING}), 1)},
     {"format_version": {"const": 1}, "description": STRING})
 

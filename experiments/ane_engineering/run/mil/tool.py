@@ -84,7 +84,8 @@ def format_description(info: dict) -> str:
         lines.append("every op is supported by the mil executor")
     else:
         lines.append(f"NOT supported ({len(info['unsupported'])} op types):")
-        lines += [f"  {t}: {p['count']} op(s), first {p['first']} ({p['reason']})" for t, p in info["unsupported"].items()]
+        lines += [f"  {t}: {p['count']} op(s), first {p['first']} ({p['reason']})"
+                  for t, p in info["unsupported"].items()]
     return "\n".join(lines)
 
 

@@ -167,7 +167,8 @@ def tile_scan(source: str, tiles: list[int], scratch: Path, windowed_at_length: 
         if tile == DEFAULT_TILE:
             entry = windowed_at_length
         else:
-            print(f"exporting {source} windowed body at L{MIL_LENGTH} with tile {tile} ...", file=sys.stderr, flush=True)
+            print(f"exporting {source} windowed body at L{MIL_LENGTH} with tile {tile} ...", file=sys.stderr,
+                  flush=True)
             directory = export(source, "windowed", MIL_LENGTH, scratch, tile)
             entry = bucket_entry(cost_model.cost_report(directory, chips=chips), directory, evidence_dir, chips,
                                  parameters, chip)

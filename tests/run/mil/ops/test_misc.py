@@ -20,7 +20,8 @@ def test_quantize_dequantize(mode):
     zp = np.array([3, -2, 0], np.int8)
     outs = run(lambda v: (mb.quantize(input=v, scale=scale, zero_point=zp, axis=1, output_dtype="int8"),
                           mb.quantize(input=v, scale=np.float16(0.1), output_dtype="uint8"),
-                          mb.dequantize(input=mb.quantize(input=v, scale=scale, zero_point=zp, axis=1, output_dtype="int8"),
+                          mb.dequantize(input=mb.quantize(input=v, scale=scale, zero_point=zp, axis=1,
+                                                          output_dtype="int8"),
                                         scale=scale, zero_point=zp, axis=1)), {"v": x}, mode)
     s, z = scale.astype(np.float64).reshape(1, 3, 1), zp.astype(np.float64).reshape(1, 3, 1)
     q = np.clip(np.around(x / s) + z, -128, 127)
@@ -85,7 +86,8 @@ def test_resample_matches_torch_grid_sample():
     x = f16(RNG.standard_normal((2, 3, 5, 6)))
     grid = f16(RNG.uniform(-1.4, 1.4, (2, 4, 7, 2)))
     outs = run(lambda v, g: tuple(mb.resample(x=v, coordinates=g, sampling_mode=s, padding_mode=_coreml_padding(p, a),
-                                              padding_value=np.float16(0), coordinates_mode="normalized_minus_one_to_one",
+                                              padding_value=np.float16(0),
+                                              coordinates_mode="normalized_minus_one_to_one",
                                               align_corners=a) for s, p, a in GRID_CASES),
                {"v": x, "g": grid}, opset=ct.target.iOS16)
     xt, gt = torch.from_numpy(x.astype(np.float64)), torch.from_numpy(grid.astype(np.float64))
@@ -101,7 +103,8 @@ def test_resample_unnormalized_constant_value_and_affine():
     outs = run(lambda v, p, t: (mb.resample(x=v, coordinates=p, sampling_mode="bilinear", padding_mode="constant",
                                             padding_value=np.float16(0), coordinates_mode="unnormalized",
                                             align_corners=True),
-                                mb.affine(x=v, transform_matrix=t, output_height=3, output_width=5, sampling_mode="bilinear",
+                                mb.affine(x=v, transform_matrix=t, output_height=3, output_width=5,
+                                          sampling_mode="bilinear",
                                           padding_mode="constant", padding_value=np.float16(0),
                                           coordinates_mode="normalized_minus_one_to_one", align_corners=True)),
                {"v": x, "p": pts, "t": theta})

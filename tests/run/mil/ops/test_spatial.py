@@ -87,7 +87,8 @@ def test_max_and_avg_pool_match_torch(mode):
         assert_fp16(outs[2 * i], ref_max, what="max_pool " + case)
         ref_avg = _np(_torch_pool("avg", t64, kernel, strides, pads, ceil_mode, exclude))
         k = kernel[0] * kernel[1]
-        extra = k * U16 * _np(_torch_pool("avg", tabs, kernel, strides, pads, ceil_mode, exclude)) if mode == "fp16-strict" else 0
+        extra = (k * U16 * _np(_torch_pool("avg", tabs, kernel, strides, pads, ceil_mode, exclude))
+                 if mode == "fp16-strict" else 0)
         assert_fp16(outs[2 * i + 1], ref_avg, extra=extra, what="avg_pool " + case)
 
 
@@ -134,7 +135,8 @@ def test_normalisations_match_torch(mode):
                           mb.batch_norm(x=x, mean=MEAN, variance=VAR),
                           mb.instance_norm(x=x, gamma=GAMMA, beta=BETA, epsilon=eps),
                           mb.l2_norm(x=x, epsilon=eps),
-                          mb.local_response_norm(x=x, size=2, alpha=np.float16(0.5), beta=np.float16(0.75), k=np.float16(1)),
+                          mb.local_response_norm(x=x, size=2, alpha=np.float16(0.5), beta=np.float16(0.75),
+                                                 k=np.float16(1)),
                           mb.local_response_norm(x=x, size=3)),
                {"x": X}, mode)
     e = float(eps)
@@ -183,7 +185,8 @@ def test_pad_modes_and_crop(mode):
                              mb.crop(x=x, crop_height=[1, 2], crop_width=[0, 3]),
                              mb.pad(x=i, pad=[1, 1], mode="constant", constant_val=np.float32(7))),
                {"x": X, "i": xi}, mode)
-    np.testing.assert_array_equal(outs[0], np.pad(X, [(0, 0), (0, 0), (1, 2), (0, 3)], constant_values=np.float16(-1.5)))
+    np.testing.assert_array_equal(outs[0],
+                                  np.pad(X, [(0, 0), (0, 0), (1, 2), (0, 3)], constant_values=np.float16(-1.5)))
     np.testing.assert_array_equal(outs[1], np.pad(X, [(0, 0), (0, 0), (2, 1), (3, 2)], mode="reflect"))
     np.testing.assert_array_equal(outs[2], np.pad(X, [(0, 0), (1, 2), (2, 0), (1, 1)], mode="edge"))
     np.testing.assert_array_equal(outs[3], X)
@@ -206,8 +209,10 @@ def test_upsample_and_resize_match_torch(mode):
                           mb.upsample_nearest_neighbor(x=x, scale_factor_height=1.5, scale_factor_width=0.5),
                           mb.resize_nearest_neighbor(x=x, target_size_height=10, target_size_width=4),
                           mb.upsample_bilinear(x=x, scale_factor_height=2, scale_factor_width=2, align_corners=True),
-                          mb.upsample_bilinear(x=x, scale_factor_height=2.0, scale_factor_width=1.5, align_corners=False),
-                          mb.resize_bilinear(x=x, target_size_height=9, target_size_width=4, sampling_mode="ALIGN_CORNERS"),
+                          mb.upsample_bilinear(x=x, scale_factor_height=2.0, scale_factor_width=1.5,
+                                               align_corners=False),
+                          mb.resize_bilinear(x=x, target_size_height=9, target_size_width=4,
+                                             sampling_mode="ALIGN_CORNERS"),
                           mb.resize_bilinear(x=x, target_size_height=5, target_size_width=11,
                                              sampling_mode="UNALIGN_CORNERS")),
                {"x": X}, mode)
@@ -221,8 +226,10 @@ def test_upsample_and_resize_match_torch(mode):
     np.testing.assert_array_equal(outs[0], near((14, 18)).astype(np.float16))
     np.testing.assert_array_equal(outs[1], near((10, 3)).astype(np.float16))
     np.testing.assert_array_equal(outs[2], near((10, 4)).astype(np.float16))
-    for out, ref, what in ((outs[3], lin((14, 12), True), "upsample align"), (outs[4], lin((14, 9), False), "upsample half"),
-                           (outs[5], lin((9, 4), True), "resize align"), (outs[6], lin((5, 11), False), "resize unalign")):
+    for out, ref, what in ((outs[3], lin((14, 12), True), "upsample align"),
+                           (outs[4], lin((14, 9), False), "upsample half"),
+                           (outs[5], lin((9, 4), True), "resize align"),
+                           (outs[6], lin((5, 11), False), "resize unalign")):
         assert_fp16(out, ref, extra=2 * U16 * np.abs(x64).max(), what=what)  # float32 interpolation, then one rounding
 
 
@@ -255,7 +262,8 @@ def test_crop_resize_follows_coremltools_op_test():
     outs = run(lambda v: (mb.crop_resize(x=v, roi=roi, target_height=2, target_width=2, **kw),
                           mb.crop_resize(x=v, roi=roi, target_height=4, target_width=4, **kw),
                           mb.crop_resize(x=v, roi=roi, target_height=1, target_width=1, **kw),
-                          mb.crop_resize(x=v, roi=roi_norm, target_height=2, target_width=2, normalized_coordinates=True, **kw),
+                          mb.crop_resize(x=v, roi=roi_norm, target_height=2, target_width=2,
+                                         normalized_coordinates=True, **kw),
                           mb.crop_resize(x=v, roi=roi_inv, target_height=2, target_width=2, **kw)),
                {"x": x}, opset=ct.target.iOS16)
     third = 1 / 3
@@ -310,7 +318,8 @@ def test_conv_transpose_matches_torch(mode):
     def build(x):
         outs = []
         for groups, strides, dil, pad_type, pad, oshape in CT:
-            kw = {"x": x, "weight": ws[groups], "bias": bias, "strides": strides, "dilations": dil, "pad_type": pad_type, "groups": groups}
+            kw = {"x": x, "weight": ws[groups], "bias": bias, "strides": strides, "dilations": dil,
+                  "pad_type": pad_type, "groups": groups}
             if pad is not None:
                 kw["pad"] = pad
             if oshape is not None:
@@ -338,7 +347,8 @@ def test_conv_transpose_matches_torch(mode):
         full_abs = F.pad(full_abs, (0, grow[1], 0, grow[0]))
         sl = (slice(None), slice(None), slice(before[0], before[0] + size[0]), slice(before[1], before[1] + size[1]))
         extra = (2 + 6 + 2) * U16 * _np(full_abs[sl]) if mode == "fp16-strict" else 0
-        assert_fp16(out, _np(full[sl]), extra=extra, what=f"conv_transpose {groups} {strides} {pad_type} {oshape} {mode}")
+        assert_fp16(out, _np(full[sl]), extra=extra,
+                    what=f"conv_transpose {groups} {strides} {pad_type} {oshape} {mode}")
 
 
 def test_conv_transpose_1d():

@@ -177,7 +177,8 @@ def test_index_and_sort_ops():
     idx = np.array([[0, 2], [4, 1], [-1, 3]], np.int32)  # -1: no hot position
     outs = run(lambda x, i: (mb.argsort(x=x), mb.argsort(x=x, axis=0, ascending=True),
                              *mb.topk(x=x, k=3), mb.topk(x=x, k=2, axis=-1, ascending=True, return_indices=False),
-                             mb.one_hot(indices=i, one_hot_vector_size=5, on_value=np.float16(2.5), off_value=np.float16(-1)),
+                             mb.one_hot(indices=i, one_hot_vector_size=5, on_value=np.float16(2.5),
+                                        off_value=np.float16(-1)),
                              mb.one_hot(indices=i, one_hot_vector_size=4, axis=0),
                              mb.non_zero(x=x), mb.band_part(x=x, lower=0, upper=1), mb.band_part(x=x, lower=1)),
                {"x": xs, "i": idx}, opset=ct.target.iOS16)
@@ -204,7 +205,8 @@ def test_index_and_sort_ops():
 def test_layout_ops_match_torch():
     x = f16(RNG.standard_normal((2, 8, 4, 6)))
     t = torch.from_numpy(x.astype(np.float32))
-    outs = run(lambda v: (mb.pixel_shuffle(x=v, upscale_factor=2), mb.pixel_unshuffle(x=v, downscale_factor=np.uint32(2)),
+    outs = run(lambda v: (mb.pixel_shuffle(x=v, upscale_factor=2),
+                          mb.pixel_unshuffle(x=v, downscale_factor=np.uint32(2)),
                           mb.depth_to_space(x=v, block_size=2), mb.space_to_depth(x=v, block_size=2),
                           mb.space_to_depth(x=mb.depth_to_space(x=v, block_size=2), block_size=2),
                           mb.space_to_batch(x=v, block_shape=[2, 3], paddings=[[0, 2], [3, 0]]),
@@ -243,7 +245,8 @@ def test_reverse_sequence_fill_like_reshape_like_slice_update():
     r = f16(np.zeros((2, 15)))
     outs = run(lambda v, n, u, r: (mb.reverse_sequence(x=v, lengths=n, seq_axis=1, batch_axis=0),
                                 mb.fill_like(ref_tensor=v, value=np.float16(4.5)),
-                                mb.reshape_like(x=v, ref_tensors=(r, v), begins=(1, 2), ends=(2, 3), end_masks=(True, False)),
+                                mb.reshape_like(x=v, ref_tensors=(r, v), begins=(1, 2), ends=(2, 3),
+                                                end_masks=(True, False)),
                                 mb.slice_update(x=v, update=u, begin=[0, 1, 0], end=[3, 5, 2], stride=[1, 2, 1]),
                                 mb.slice_update(x=v, update=mb.slice_by_index(x=u, begin=[0, 0, 0], end=[3, 1, 2],
                                                                              squeeze_mask=[False, True, False]),
@@ -343,10 +346,12 @@ def test_iOS17_scatter_without_validation_drops_invalid_indices():
                 {"d": data, "u": upd, "i": np.array(idx, np.int32)})
     outs = run(lambda d, i, j: (mb.scatter_nd(data=d, indices=i, updates=f16([1, 2]), mode="add"),
                                 mb.scatter_along_axis(data=d, indices=j, updates=upd, axis=1, mode="update")),
-               {"d": data, "i": np.array([[1, 0], [0, -1]], np.int32), "j": np.array([[0, 9, 1], [2, 2, -1]], np.int32)})
+               {"d": data, "i": np.array([[1, 0], [0, -1]], np.int32),
+                "j": np.array([[0, 9, 1], [2, 2, -1]], np.int32)})
     np.testing.assert_array_equal(outs[0], f16([[1, 2, 3], [5, 5, 6]]))
     np.testing.assert_array_equal(outs[1], f16([[5, 7, 3], [4, 5, 9]]))
     # iOS16: negative indices count from the end
-    (out,) = run(lambda d, u, i: mb.scatter(data=d, indices=i, updates=u), {"d": data, "u": upd, "i": np.array([-1, 0], np.int32)},
+    (out,) = run(lambda d, u, i: mb.scatter(data=d, indices=i, updates=u),
+                 {"d": data, "u": upd, "i": np.array([-1, 0], np.int32)},
                  opset=ct.target.iOS16)
     np.testing.assert_array_equal(out, f16([[9, 11, 13], [9, 11, 13]]))
