@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     parser.add_argument("--bits", default="8,6,4", help="bit widths of the grid and the walk (default 8,6,4)")
     parser.add_argument("--group-sizes", default="32", help="group sizes of the grid (default 32)")
     parser.add_argument("--group-axes", default="input,output",
-                        help="grouping axes of the exact grid; the first is the mixed-bit walk's (default input,output)")
+                        help="grouping axes of the exact grid; the first is the mixed-bit walk's "
+                             "(default input,output)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel candidates")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where candidates run")
     args = parser.parse_args(argv)

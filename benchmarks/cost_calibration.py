@@ -36,13 +36,13 @@ from experiments.ane_engineering.core.cli import (  # noqa: E402
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import calibration, chips  # noqa: E402
 from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     tool_versions,
 )
 from experiments.ane_engineering.core.staging import check_output  # noqa: E402
+from experiments.ane_engineering.placement import calibration, chips  # noqa: E402
 from experiments.ane_engineering.workflows.benchmarks.cost_calibration import (  # noqa: E402
     GRAPH,
     costed_bodies,

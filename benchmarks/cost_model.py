@@ -33,14 +33,14 @@ from experiments.ane_engineering.core.cli import (  # noqa: E402
     run_main,
     write_evidence,
 )
-from experiments.ane_engineering.placement import chips as chip_table  # noqa: E402
-from experiments.ane_engineering.placement import cost_model, roofline  # noqa: E402
 from experiments.ane_engineering.core.provenance import (  # noqa: E402
     harness_fingerprint,
     machine,
     tool_versions,
 )
 from experiments.ane_engineering.core.staging import check_output  # noqa: E402
+from experiments.ane_engineering.placement import chips as chip_table  # noqa: E402
+from experiments.ane_engineering.placement import cost_model, roofline  # noqa: E402
 from experiments.ane_engineering.workflows.benchmarks.cost_model import (  # noqa: E402
     FORMAT,
     LABEL,

@@ -13,7 +13,8 @@ files not run are listed (the evidence then covers a documented subset).
     python benchmarks/executor_conformance.py --sample-every 4 --sample-offset 1 --macos-version 15.2 \
         --files iOS15/test_image_resizing.py --output benchmarks/evidence/executor_conformance_offset1_rerun.json
         # whole test files again after a fix (benchmarks/executor_conformance_offsets.py lets it replace them)
-    python benchmarks/executor_conformance.py --functions-failing-in benchmarks/evidence/executor_conformance_offset1.json \
+    python benchmarks/executor_conformance.py \
+        --functions-failing-in benchmarks/evidence/executor_conformance_offset1.json \
         --output /tmp/failing_again.json     # only the failed functions, a quick look after a fix
 """
 
@@ -101,7 +102,8 @@ def short_id(nodeid: str) -> str:
     """A case id without the directory prefix and coremltools' long parameter reprs."""
     nodeid = nodeid.split("/ops/tests/", 1)[-1]
     nodeid = nodeid.replace("compute_unit=ComputeUnit.CPU_ONLY-", "")
-    nodeid = re.sub(r"backend=BackendConfig\(backend='(\w+)', precision='(\w+)', opset_version=<AvailableTarget\.(\w+): \d+>\)",
+    nodeid = re.sub(r"backend=BackendConfig\(backend='(\w+)', precision='(\w+)', "
+                    r"opset_version=<AvailableTarget\.(\w+): \d+>\)",
                     r"\1-\2-\3", nodeid)
     return nodeid
 
@@ -268,7 +270,8 @@ def main(argv=None) -> int:
                     results[name] = result
                     print(f"{name}: {result['summary']} ({result['seconds']} s)", flush=True)
 
-        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs) if args.from_reports is None else 0)]
+        threads = [threading.Thread(target=worker)
+                   for _ in range(max(1, args.jobs) if args.from_reports is None else 0)]
         for t in threads:
             t.start()
         for t in threads:
@@ -307,8 +310,8 @@ def main(argv=None) -> int:
     write_evidence(args.output, evidence)
     t = summary["total"]
     print(f"{sum(t.values())} cases: {t['passed']} passed, {t['failed'] + t['error']} failed, {t['skipped']} skipped, "
-          f"{t['xfailed']} xfailed, {t['xpassed']} xpassed; executor ran {sum(summary['executor_ran_program'].values())} "
-          f"programs; {evidence['wall_seconds']} s")
+          f"{t['xfailed']} xfailed, {t['xpassed']} xpassed; executor ran "
+          f"{sum(summary['executor_ran_program'].values())} programs; {evidence['wall_seconds']} s")
     return 0
 
 

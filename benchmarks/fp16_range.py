@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
+from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS  # noqa: E402
 from experiments.ane_engineering.core.cli import atomic_file, run_main  # noqa: E402
-from experiments.ane_engineering.evidence import fp16_range  # noqa: E402
 from experiments.ane_engineering.core.staging import check_output
+from experiments.ane_engineering.evidence import fp16_range  # noqa: E402
 
 
 def parse_limits(values: list[str]) -> dict[int, int]:

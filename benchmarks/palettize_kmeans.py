@@ -5,7 +5,8 @@ group's squared error against the FP16 weights is compared. Goal: ours at most 1
 with per-group SSE no worse (ties allowed). The evidence logic is experiments/ane_engineering/workflows/benchmarks/
 palettize_kmeans.py.
 
-    python benchmarks/palettize_kmeans.py --package DIR --output benchmarks/evidence/palettize_kmeans_mmbert_base_shape.json
+    python benchmarks/palettize_kmeans.py --package DIR \
+        --output benchmarks/evidence/palettize_kmeans_mmbert_base_shape.json
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 re-derive the calibration on the re-exported bodies.
 
 The committed calibration (benchmarks/evidence/cost_calibration_mmbert_base_shape.json) was fitted on the dense
-graph of the harness before its leaner layouts (git commit 48ff4e9) and records its programs' content hashes. `--attention reference-run` restores
-that graph (model/bc1s/reference_attention.py, converted without the passes added since: package/graph_passes.py
-AFTER_REFERENCE_RUN). This script exports builtin:mmbert-base-shape bodies in that layout at the reference run's
-lengths (or takes them with --package), compares each program hash and op count with the committed one, and fits the
-same two parameters to the same three measurements on them (benchmarks/cost_calibration.py's fit).
+graph of the harness before its leaner layouts (git commit 48ff4e9) and records its programs' content hashes.
+`--attention reference-run` restores that graph (model/bc1s/reference_attention.py, converted without the passes added
+since: package/graph_passes.py AFTER_REFERENCE_RUN). This script exports builtin:mmbert-base-shape bodies in that layout
+at the reference run's lengths (or takes them with --package), compares each program hash and op count with the
+committed one, and fits the same two parameters to the same three measurements on them (benchmarks/cost_calibration.py's
+fit).
 
-    python benchmarks/recalibrate_reference_run.py --output benchmarks/evidence/cost_calibration_reference_run_layout.json
+    python benchmarks/recalibrate_reference_run.py \
+        --output benchmarks/evidence/cost_calibration_reference_run_layout.json
     python benchmarks/recalibrate_reference_run.py --package /tmp/body-96 --package /tmp/body-1024 --output out.json
 """
 

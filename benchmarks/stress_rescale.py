@@ -3,7 +3,8 @@ with the Neural Engine numerics (`--backend mil-ane`) without rescaling and with
 bucket and attention layout. Writes one evidence JSON (with the hashes of what produced it). The evidence logic is
 experiments/ane_engineering/workflows/benchmarks/stress_rescale.py.
 
-    python benchmarks/stress_rescale.py --magnitude 40000 --lengths 96,1024 --output benchmarks/evidence/stress_rescale_tiny_outlier.json
+    python benchmarks/stress_rescale.py --magnitude 40000 --lengths 96,1024 \
+        --output benchmarks/evidence/stress_rescale_tiny_outlier.json
 """
 
 from __future__ import annotations

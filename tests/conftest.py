@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from checkpoint_support import write_random_checkpoint
+from experiments.ane_engineering.checkpoint import load_checkpoint
 from minilm_fixtures import minilm, minilm_packages  # noqa: F401  (real MiniLM weights and their packages)
 from package_fixtures import tiny_packages, validation_report  # noqa: F401  (session fixtures: packages, validation)
 from slow_guard import (  # noqa: F401  (hooks: an unmarked test that converts or starts Python fails)
@@ -17,7 +18,6 @@ from slow_guard import (  # noqa: F401  (hooks: an unmarked test that converts o
     pytest_runtest_call,
     pytest_runtest_setup,
 )
-from experiments.ane_engineering.checkpoint import load_checkpoint
 
 # The test models are small: one intra-op thread is several times faster than two on a shared 2-core machine
 # (thread hand-off dominates tiny matmuls) and keeps timings stable when other jobs share the cores.

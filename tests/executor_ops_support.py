@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from fp16_support import TINY16, U16, f16, ulp16  # noqa: F401  (U16 and f16: for the per-op test modules)
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.run.mil.executor import MILExecutor
-from experiments.ane_engineering.package.mil.load import LoadedProgram
+from experiments.ane_engineering.package.mil.load import LoadedProgram  # noqa: E402
+from experiments.ane_engineering.run.mil.executor import MILExecutor  # noqa: E402
 
 MODES = ("fp32-accumulate", "fp16-strict")
 DTYPES = {np.float16: types.fp16, np.float32: types.fp32, np.int32: types.int32, np.bool_: types.bool}
@@ -61,7 +63,8 @@ def assert_fp16(out, ref, ulps: float = 1.0, extra=0.0, what: str = ""):
     o = out.astype(np.float64)
     with np.errstate(over="ignore"):
         overflow = np.isfinite(ref) & np.isinf(ref.astype(np.float16))  # beyond 65520: fp16 stores +-inf
-    same_special = (np.isnan(o) & np.isnan(ref)) | ((np.isinf(ref) | overflow) & (o == np.where(ref > 0, np.inf, -np.inf)))
+    same_special = ((np.isnan(o) & np.isnan(ref))
+                    | ((np.isinf(ref) | overflow) & (o == np.where(ref > 0, np.inf, -np.inf))))
     tol = ulps * ulp16(ref) + TINY16 + extra
     bad = ~same_special & ~(np.abs(o - ref) <= tol)
     assert not bad.any(), f"{what}: {int(bad.sum())} values off, e.g. got {o[bad][:4]} want {ref[bad][:4]}"

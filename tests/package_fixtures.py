@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from slow_guard import record
 
 from experiments.ane_engineering import validate
 from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.workflows.probe_run import run_probe
+from slow_guard import record
 
 
 class PackageCache:
@@ -42,7 +42,8 @@ VALIDATION_REPEATS = 12
 @pytest.fixture(scope="session")
 def validation_report(tiny_packages, tmp_path_factory):
     """(exit status, report) of validating the dense builtin:tiny body packages of every bucket through mil; shared
-    by tests/validation/test_validate.py and the windowed-vs-dense comparison of tests/model/bc1s/test_windowed_attention.py."""
+    by tests/validation/test_validate.py and the windowed-vs-dense comparison of
+    tests/model/bc1s/test_windowed_attention.py."""
     packages = [tiny_packages.get("body", length)[0] for length in (96, 192, 1024)]
     output = tmp_path_factory.mktemp("validation") / "validation.json"
     argv = [arg for p in packages for arg in ("--package", str(p))]

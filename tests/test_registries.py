@@ -1,5 +1,6 @@
 """The registries where things are many: the ANE rules (placement/rules/), the executor's ops (run/mil/) and the
-model families (checkpoint/config.py FAMILIES).
+model families (checkpoint/config.py FAMILIES); and the test tree mirrors the first two, one test module per op family
+and per rule module.
 
 Each is complete (every check written is registered, every op module's handlers are in OPS) and well formed (every
 rule has a statement, a source and a severity or a reason it does not apply; every op's opsets are a range of known
@@ -13,6 +14,7 @@ import importlib
 import inspect
 import pkgutil
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -75,7 +77,8 @@ def _good(ctx, rule_id):
     ("ANE-R90-x", dict(statement="", source="src", severity="error"), "states what it asks"),
     ("R90-x", dict(statement="s", source="src", severity="error"), "not of the form"),
     ("ANE-R01-rank", dict(statement="s", source="src", severity="error"), "clashes with the registered 'ANE-R01-rank'"),
-    ("ANE-R01-other", dict(statement="s", source="src", severity="warning"), "clashes with the registered 'ANE-R01-rank'"),
+    ("ANE-R01-other", dict(statement="s", source="src", severity="warning"),
+     "clashes with the registered 'ANE-R01-rank'"),
     ("ANE-R90-x", dict(statement="s", source="src", severity=None), "has a check and a severity"),
     ("ANE-R90-x", dict(statement="s", source="Orion", severity="error", orion=Orion("not applicable", "why")),
      "has a check and a severity"),
@@ -185,3 +188,21 @@ def test_each_family_is_registered_under_its_own_name_and_answers_every_trait():
         config_class = typing.get_type_hints(parser)["return"]
         assert config_class.family == model_type
         assert all(hasattr(config_class, trait) for trait in TRAITS), config_class
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tests mirror the registries: one test module per op family and per rule module, and no test module of a module
+# that is not there (a renamed module leaves its tests behind otherwise).
+# ----------------------------------------------------------------------------------------------------------------
+TESTS = Path(__file__).resolve().parent
+HELPER_MODULES = {"common", "__init__"}  # ops/common.py: helpers of the families, no op of its own
+
+
+@pytest.mark.parametrize("package, tests", [(ops_package, TESTS / "run" / "mil" / "ops"),
+                                            (rules_package, TESTS / "placement" / "rules")],
+                         ids=["op families", "rule modules"])
+def test_every_module_has_a_test_module_and_every_test_module_a_module(package, tests):
+    modules = {m.name for m in pkgutil.iter_modules(package.__path__)} - HELPER_MODULES
+    tested = {path.stem.removeprefix("test_") for path in tests.glob("test_*.py")}
+    assert sorted(modules - tested) == [], f"no tests/{tests.relative_to(TESTS)}/test_<module>.py for these"
+    assert sorted(tested - modules) == [], f"test modules in tests/{tests.relative_to(TESTS)} of no module"

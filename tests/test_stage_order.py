@@ -44,7 +44,8 @@ def _imports(path: Path, root: Path, modules: dict[str, Path]) -> set[str]:
                 full = f"{target}.{alias.name}" if target else alias.name
                 found.add(full if full in modules else target)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".", 2)[2] for a in node.names if a.name.startswith("experiments.ane_engineering."))
+            found.update(a.name.split(".", 2)[2]
+                         for a in node.names if a.name.startswith("experiments.ane_engineering."))
     return {name for name in found if name}
 
 

@@ -22,7 +22,8 @@ def test_support_modules_are_imported_by_name_not_through_a_tests_package():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            offenders += [f"{path.relative_to(TESTS)}:{node.lineno}" for name in names if name == "tests" or name.startswith("tests.")]
+            offenders += [f"{path.relative_to(TESTS)}:{node.lineno}"
+                          for name in names if name == "tests" or name.startswith("tests.")]
     assert offenders == []
 
 

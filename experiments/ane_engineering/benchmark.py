@@ -6,11 +6,11 @@ p95, min, max and every raw timing. `--long` uses a real ~1,024-token fixture in
 candidates interleaved call by call in one process and reports the per-pair ratio distribution; the two may be the
 dense and the windowed attention layout of one bucket (`probe --attention`), each called with the inputs its own
 package declares. On macOS `--backend auto` pairs them on the Neural Engine (Core ML, CPU_AND_NE); that pairing is
-written against coremltools' documented MLModel API and has not been run by this project (no Mac here). The evidence file
-records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
+written against coremltools' documented MLModel API and has not been run by this project (no Mac here). The evidence
+file records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
 model's latency floor beside the measurement. Timings are of whatever backend ran: the `mil` backend is a numpy
-reference executor, not the Neural Engine. An embedding-kind package is timed the same way: the graph alone on
-synthetic inputs, and the full path from text to unit embedding (evidence/benchmarking/embedding_run.py).
+reference executor, not the Neural Engine. An embedding-kind package is timed the same way: the graph alone on synthetic
+inputs, and the full path from text to unit embedding (evidence/benchmarking/embedding_run.py).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import json
 import sys
 from pathlib import Path
 
-from .core import reference_run
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core import reference_run
 from .core.arguments import integer
-from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.cli import UsageError, atomic_file, run_main
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.provenance import backend_record, portable_path
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .core.staging import check_output
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_argument(parser)
     parser.add_argument("--long", action="store_true", help="full path on a real ~1,024-token fixture input")
     body, full = reference_run.measurement("L96-body"), reference_run.measurement("L96-full-path")
-    parser.add_argument("--warmup", type=integer("--warmup", 0, MAX_CALLS, "every call is a full call"), help=f"warm-up calls (default, as the reference run: {body['warmup']} "
-                                                   f"component, {full['warmup']} full path)")
+    parser.add_argument("--warmup", type=integer("--warmup", 0, MAX_CALLS, "every call is a full call"),
+                        help=f"warm-up calls (default, as the reference run: {body['warmup']} "
+                             f"component, {full['warmup']} full path)")
     parser.add_argument("--calls", type=integer("--calls", 1, MAX_CALLS, "every raw timing is written into the "
-                                                "evidence file"), help=f"timed calls (default, as the reference run: {body['calls']} "
-                                                  f"component, {full['calls']} full path)")
-    parser.add_argument("--vs", type=Path, help="second package of the same bucket (e.g. the other attention layout), timed "
-                                                   "interleaved call by call")
+                                                "evidence file"),
+                        help=f"timed calls (default, as the reference run: {body['calls']} "
+                             f"component, {full['calls']} full path)")
+    parser.add_argument("--vs", type=Path,
+                        help="second package of the same bucket (e.g. the other attention layout), timed "
+                             "interleaved call by call")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     add_ane_family_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")

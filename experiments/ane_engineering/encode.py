@@ -1,4 +1,5 @@
-"""`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a conversion.
+"""`python -m experiments.ane_engineering.encode`: the encoder's final hidden states for one input, to debug a
+conversion.
 
 Writes a float32 .npy of shape (tokens, hidden) for the valid tokens only. Backends: `reference` (the original
 B x L x C FP32 model, no padding), `bc1s` (the BC1S export model in FP32 at a bucket length, with padding), and
@@ -17,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core.arguments import integer, refuse_unused
-from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
-from .core.limits import MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .checkpoint.tokenizer import content_ids
+from .core.arguments import integer, refuse_unused
+from .core.buckets import BUCKET_LENGTHS, buckets_within, smallest_bucket
 from .core.cli import UsageError, atomic_file, run_main
+from .core.limits import MAX_DIMENSION
 from .core.staging import check_output
 from .run.backends import BackendError, add_ane_family_argument, backend_name
 
@@ -72,9 +73,9 @@ def adapter_inputs(checkpoint, manifest: dict, adapter_path) -> dict[str, np.nda
 def encode_package(checkpoint, input_ids: list[int], backend: str, package, adapter=None) -> np.ndarray:
     """Run an encoder-kind package: verify its manifest against the source, prepare inputs, one backend call."""
     from .package.inputs.device_inputs import DeviceInputError, encoder_inputs
-    from .run.host import require_finite
-    from .run.backends import choose_backend
     from .run.agent import package_layout, verified_package
+    from .run.backends import choose_backend
+    from .run.host import require_finite
 
     if package is None:
         raise UsageError(f"--backend {backend} runs an exported package: give --package DIR (an encoder-kind probe)")
@@ -126,9 +127,11 @@ def encode(checkpoint, input_ids: list[int], backend: str, length: int | None = 
                                  "tokens (max_position_embeddings)")
             length = length or smallest_bucket(n, buckets_within(enc.max_position_embeddings))
             if length is None or n > length:
-                raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are never truncated")
+                raise UsageError(f"{n} tokens do not fit --length {length or max(BUCKET_LENGTHS)}; inputs are "
+                                 "never truncated")
             model = bc1s_encoder(checkpoint.config, checkpoint.tensors, length).eval()
-            inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
+            inputs = {k: torch.from_numpy(v)
+                      for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, input_ids, length).items()}
             return model(**inputs)[0, :, 0, :n].T.contiguous().numpy()  # (n, C)
     raise UsageError(f"unknown backend {backend!r}; choose from {BACKENDS}")
 

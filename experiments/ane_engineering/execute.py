@@ -20,8 +20,8 @@
                          fp32-accumulate arithmetic plus the Neural Engine's published numeric cliffs of that chip
                          family (run/mil/ane_cliffs.json, default pre-a16, the stricter): a matmul-class output above
                          the matmul cliff and (pre-A16) a width-offset slice's values above the slice cliff become
-                         +/-inf. The command then prints, per run, one line `ane_cliff: {...}` (JSON) naming the first op
-                         where a cliff fired (op, type, output, cliff, value), or `ane_cliff: null`
+                         +/-inf. The command then prints, per run, one line `ane_cliff: {...}` (JSON) naming the first
+                         op where a cliff fired (op, type, output, cliff, value), or `ane_cliff: null`
     --max-loop-iterations N
                          while_loop iterations one run may take, every loop counted (default: core/limits.py
                          MAX_LOOP_ITERATIONS); a program that loops longer is refused, naming the loop
@@ -74,11 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "step rounded to fp16 (slow, a pessimistic bound); ane: fp32-accumulate plus the Neural "
                              "Engine's published cliffs (see --ane-family)")
     parser.add_argument("--ane-family", choices=FAMILIES,
-                        help=f"with --mode ane: the Neural Engine generation whose cliffs apply (default {DEFAULT_FAMILY}"
-                             ", every published cliff; a16: no width-offset slice cliff)")
+                        help="with --mode ane: the Neural Engine generation whose cliffs apply (default "
+                             f"{DEFAULT_FAMILY}, every published cliff; a16: no width-offset slice cliff)")
     parser.add_argument("--function", help="function of a multifunction package (default: its default function)")
     parser.add_argument("--max-loop-iterations", type=int, default=MAX_LOOP_ITERATIONS, metavar="N",
-                        help=f"while_loop iterations one run may take, every loop counted (default {MAX_LOOP_ITERATIONS})")
+                        help="while_loop iterations one run may take, every loop counted (default "
+                             f"{MAX_LOOP_ITERATIONS})")
     return parser
 
 
@@ -118,7 +119,8 @@ def main(argv=None) -> int:
     def run(path: Path) -> dict:
         arrays = tool.outputs_as_arrays(model.predict(batch.read_input_file(path, model.inputs), state=state))
         if args.mode == ANE:  # one line per run: the first op where a Neural Engine cliff fired, or null
-            print(f"ane_cliff: {json.dumps(model.executor.last_run['ane_cliff'])}" + (f" ({path.name})" if many else ""))
+            print(f"ane_cliff: {json.dumps(model.executor.last_run['ane_cliff'])}"
+                  + (f" ({path.name})" if many else ""))
         return arrays
 
     if not many:

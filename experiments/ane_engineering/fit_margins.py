@@ -1,5 +1,5 @@
-"""`python -m experiments.ane_engineering.fit_margins --source builtin:tiny|builtin:tiny-outlier|builtin:minilm-decision`:
-the committed margin fit of a built-in decision source (validation/margins.py `fit`).
+"""`python -m experiments.ane_engineering.fit_margins --source SOURCE` (builtin:tiny, builtin:tiny-outlier or
+builtin:minilm-decision): the committed margin fit of a built-in decision source (validation/margins.py `fit`).
 
 Every random weight of the built-in decision head is kept except `decision_head.scorer.out` and
 `decision_head.action.fc2`, which get the smallest correction that puts every fixture question's winner
@@ -17,9 +17,9 @@ import argparse
 import json
 import sys
 
+from .checkpoint.builtin_fit import apply_fit
 from .core.cli import UsageError, run_main
 from .core.staging import replace_text
-from .checkpoint.builtin_fit import apply_fit
 from .validation.margins import MIN_DECISION_MARGIN, decision_margins, fit
 
 SOURCES = ("builtin:tiny", "builtin:tiny-outlier", "builtin:minilm-decision")

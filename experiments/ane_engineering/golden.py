@@ -21,8 +21,8 @@ from tqdm import tqdm
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.cli import UsageError, atomic_file, run_main
-from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .core.staging import check_output
+from .package.inputs.questions import FIXTURE_PATH, load_questions
 from .validation.golden import make_golden
 
 
@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", choices=("decisions", "embeddings"),
                         help="decisions (needs a decision head) or sentence embeddings (default: decisions if the "
                              "source has a decision head, else embeddings)")
-    parser.add_argument("--fixture", type=Path, default=FIXTURE_PATH, help="question fixture (default: the committed one)")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE_PATH,
+                        help="question fixture (default: the committed one)")
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) merged into the weights first: the "
                                                      "golden for validating a package run with that adapter")
     parser.add_argument("--output", required=True, type=Path, help="new JSON file (refused if it exists)")

@@ -20,9 +20,8 @@ from .core.arguments import integer, refuse_unused
 from .core.cli import run_main
 from .core.limits import MAX_DIMENSION, WORKERS_PER_CPU, max_workers
 from .core.staging import check_output
-from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS, palettize_candidate
 from .package.palettize.fast_palettizer import IMPLEMENTATIONS
-
+from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS, palettize_candidate
 
 DEFAULT_WORKERS = 2
 
@@ -36,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", required=True, help="output channels per LUT (e.g. 32)",
                         type=integer("--group-size", 1, MAX_DIMENSION, "a group is a slice of a conv's output "
                                      f"channels, a device axis; Core ML loads none above {MAX_DIMENSION}"))
-    parser.add_argument("--workers", help=f"k-means worker threads/processes (default {DEFAULT_WORKERS}; --mode kmeans)",
+    parser.add_argument("--workers",
+                        help=f"k-means worker threads/processes (default {DEFAULT_WORKERS}; --mode kmeans)",
                         type=integer("--workers", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
                                      "more only compete for its cores"))
     parser.add_argument("--implementation", choices=("auto",) + IMPLEMENTATIONS, default="auto",
@@ -68,8 +68,9 @@ def main(argv=None) -> int:
                                  args.implementation, progress=lambda m: print(f"[palettize] {m}", file=stderr,
                                                                                  flush=True),
                                  group_axis=args.group_axis, weighting=args.weighting, calibration=args.calibration)
-    print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} ({report['compression']['implementation']})"
-          f" in {report['seconds']:.1f} s; {report['parent_bytes'] / 1e6:.2f} MB -> {report['package_bytes'] / 1e6:.2f} MB")
+    print(f"{args.output}: W{args.bits} {args.mode} group {args.group_size} "
+          f"({report['compression']['implementation']}) in {report['seconds']:.1f} s; "
+          f"{report['parent_bytes'] / 1e6:.2f} MB -> {report['package_bytes'] / 1e6:.2f} MB")
     return 0
 
 

@@ -28,10 +28,10 @@ import json
 import sys
 from pathlib import Path
 
+from .checkpoint.source import source_argument
 from .core.arguments import ArgumentValueError, integer
 from .core.cli import run_main
 from .core.limits import MAX_DIMENSION
-from .checkpoint.source import source_argument
 from .model.window_tiles import DEFAULT_TILE
 from .package.kinds import BC1S_KINDS
 from .placement import predict
@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION, "a device tensor axis"),
                         help="bucket length to export (with --source / --config; default 96)")
     parser.add_argument("--attention", choices=ATTENTION_CHOICES,
-                        help="layout of the export (default auto, as probe): dense, windowed, reference-run (the masked "
-                             "dense graph with split RoPE the calibration was fitted on) or auto")
+                        help="layout of the export (default auto, as probe): dense, windowed, reference-run (the "
+                             "masked dense graph with split RoPE the calibration was fitted on) or auto")
     parser.add_argument("--tile", type=integer("--tile", 1, MAX_DIMENSION), help="query tile of the windowed layout")
     parser.add_argument("--chip", action="append", default=[],
                         help="chip key (m1, m3-max, m4-max, ...); repeatable; default every chip of the table")

@@ -19,18 +19,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from .core.arguments import ArgumentValueError, comma_list, integer, positive_float, refuse_unused
-from .core.buckets import DEFAULT_BUCKET
-from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core.arguments import ArgumentValueError, comma_list, integer, positive_float, refuse_unused
+from .core.buckets import DEFAULT_BUCKET
 from .core.cli import run_main
-from .workflows.attention_choice import CHOICES, has_sliding_layers
-from .package.kinds import KINDS, SCALED_KINDS
+from .core.limits import MAX_DIMENSION, MAX_LAYERS
 from .core.staging import check_output
 from .model.bc1s.lora import LORA_TARGETS
 from .model.bc1s.stream_scale import MAX_EXPONENT
 from .model.window_tiles import DEFAULT_TILE
+from .package.kinds import KINDS, SCALED_KINDS
+from .workflows.attention_choice import CHOICES, has_sliding_layers
 
 DEVICE_AXIS = f"a device tensor axis; Core ML loads none above {MAX_DIMENSION}"
 
@@ -119,12 +119,12 @@ def main(argv=None) -> int:
                        tile=DEFAULT_TILE if args.tile is None else args.tile, fp16_scale=args.fp16_scale)
     static = report["placement"]["static"]
     attention = (report.get("attention") or {}).get("layout", "dense")
-    print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs {report['layout_check']['max_abs']:.3g} "
-          f"(<= {report['layout_check']['tolerance']:g}), {report['mil_ops']['non_constant']} non-constant ops, "
-          f"static ANE rules: {static['violations']} violation(s), {static['warnings']} warning(s); "
-          f"{_headroom_line(report['headroom'])}; "
-          f"convert {report['export']['convert_seconds']:.1f} s; passed: {report['passed']} "
-          f"(details in {args.output / PROBE_NAME})")
+    print(f"{args.output}: {args.kind} L{args.length} ({attention} attention), layout max abs "
+          f"{report['layout_check']['max_abs']:.3g} (<= {report['layout_check']['tolerance']:g}), "
+          f"{report['mil_ops']['non_constant']} non-constant ops, static ANE rules: {static['violations']} "
+          f"violation(s), {static['warnings']} warning(s); {_headroom_line(report['headroom'])}; convert "
+          f"{report['export']['convert_seconds']:.1f} s; passed: {report['passed']} (details in "
+          f"{args.output / PROBE_NAME})")
     return 0 if report["passed"] else 1
 
 
@@ -151,7 +151,8 @@ def check_arguments(args) -> None:
         raise ArgumentValueError(f"--fp16-scale rescales the residual stream of kinds {', '.join(SCALED_KINDS)}, "
                                  f"not --kind {args.kind}")
     if args.fp16_scale is not None and args.lora_rank is not None:
-        raise ArgumentValueError("--fp16-scale with --lora-rank is not implemented (layer 0's adapters read the stream)")
+        raise ArgumentValueError("--fp16-scale with --lora-rank is not implemented (layer 0's adapters "
+                                 "read the stream)")
     if args.tile is not None and args.tile > args.length:
         raise ArgumentValueError(f"--tile {args.tile} exceeds the bucket length {args.length}: a tile holds at most "
                                  "the bucket's queries")

@@ -17,16 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-from .core.buckets import BUCKET_LENGTHS
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import integer
-from .core.limits import WORKERS_PER_CPU, max_workers
+from .core.buckets import BUCKET_LENGTHS
 from .core.cli import run_main
-from .core.staging import check_output
 from .core.json_documents import BOOLEAN, NON_EMPTY_STRING, POSITIVE_INTEGER, array_of, open_object, read_json
+from .core.limits import WORKERS_PER_CPU, max_workers
+from .core.staging import check_output
 from .workflows.chain import Chain, StageFailed, build_in_staging
-
 
 # What reproduce reads of sweep.json: every candidate says whether it passed; a passing one names its package.
 SWEEP_SCHEMA = open_object({"candidates": array_of({
@@ -72,7 +71,8 @@ def reproduce(source: str, root: Path, lengths=BUCKET_LENGTHS, jobs: int = 2, re
             chain.command(f"probe body L{length}", probe.main,
                         ["--kind", "body", "--length", str(length), "--source", source,
                          "--output", str(packages / f"body-{length}"), "--require-ane", "--quiet"])
-        chain.command("golden (FP32 reference)", golden.main, ["--source", source, "--output", str(root / "golden.json")])
+        chain.command("golden (FP32 reference)", golden.main,
+                      ["--source", source, "--output", str(root / "golden.json")])
         repeat_args = ["--repeats", str(repeats)] if repeats is not None else []
         chain.command("validate every bucket and across buckets", validate.main,
                     [a for length in lengths for a in ("--package", str(packages / f"body-{length}"))]
@@ -110,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="new directory (refused if it exists)")
-    parser.add_argument("--jobs", type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
-                                               "more only compete for its cores"),
+    parser.add_argument("--jobs",
+                        type=integer("--jobs", 1, max_workers(), f"{WORKERS_PER_CPU} per CPU of this machine; "
+                                     "more only compete for its cores"),
                         default=min(2, os.cpu_count() or 1), help="parallel sweep candidates")
     return parser
 
@@ -122,7 +123,8 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     status = build_in_staging(output, lambda staging: reproduce(args.source, staging, jobs=args.jobs), "reproduce")
     if status == 0:
-        print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: {output / 'ANE_BENCHMARKS.md'}")
+        print(f"{output}: chain complete in {time.perf_counter() - started:.0f} s; report: "
+              f"{output / 'ANE_BENCHMARKS.md'}")
     return status
 
 

@@ -77,7 +77,8 @@ def main(argv=None) -> int:
     section.update({key: value for key, value in given.items() if value is not None})
     if args.dims is not None and args.signs is None:
         section.pop("signs", None)
-    section["source"] = f"stress_source --base {args.base} with {', '.join(k for k, v in given.items() if v is not None) or 'its defaults'}"
+    section["source"] = (f"stress_source --base {args.base} with "
+                         f"{', '.join(k for k, v in given.items() if v is not None) or 'its defaults'}")
     raw = {**BUILTINS[args.base], MASSIVE_ACTIVATION_KEY: section}
     with staged_directory(args.output) as staging:
         meta = build_from_config(raw, staging, str(args.output), {"name": f"stress_source:{args.base}"},

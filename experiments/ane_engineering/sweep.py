@@ -2,12 +2,12 @@
 
 Every candidate is palettized from `--package` and validated against the golden file exactly like `validate`
 (decision gates for a body package, embedding gates for an embedding package); writes DIR/sweep.json (evidence),
-DIR/sweep.md (table), DIR/sweep.png (package size against the largest errors, with the gate drawn) and DIR/candidates/* (packages and validation
-reports). Candidates run in parallel processes (--jobs), or as Ray tasks (--executor ray). Beyond bits x mode x
-group size, the grid can cross LUT grouping axes (--group-axes output,input) and k-means objectives (--weightings
-none,fisher). --heldout-golden/--heldout-fixture add a held-out set every candidate must pass as well; --fixture
-names the file --golden was made from (your own questions or texts). --mixed-bits adds per-layer sensitivities and
-a greedy walk of mixed allocations, each step a validated package. Refuses an existing DIR; builds atomically.
+DIR/sweep.md (table), DIR/sweep.png (package size against the largest errors, with the gate drawn) and DIR/candidates/*
+(packages and validation reports). Candidates run in parallel processes (--jobs), or as Ray tasks (--executor ray).
+Beyond bits x mode x group size, the grid can cross LUT grouping axes (--group-axes output,input) and k-means objectives
+(--weightings none,fisher). --heldout-golden/--heldout-fixture add a held-out set every candidate must pass as well;
+--fixture names the file --golden was made from (your own questions or texts). --mixed-bits adds per-layer sensitivities
+and a greedy walk of mixed allocations, each step a validated package. Refuses an existing DIR; builds atomically.
 """
 
 from __future__ import annotations
@@ -21,17 +21,16 @@ from pathlib import Path
 from .checkpoint.source import add_source_argument, local_source_directory
 from .core.arguments import comma_list, integer
 from .core.cli import UsageError, run_main
-from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
-from .core.staging import check_output, staged_directory
 from .core.figures import Document
+from .core.limits import MAX_CALLS, MAX_DIMENSION, WORKERS_PER_CPU, max_workers
+from .core.staging import check_output, staged_directory
+from .evidence.sweep_report import markdown_table, plot
+from .package.palettize.fast_palettizer import IMPLEMENTATIONS
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
+from .validation.golden import golden_path_for
 from .workflows.palettize_candidate import BITS, GROUP_AXES, MODES, WEIGHTINGS
 from .workflows.sweep_executors import EXECUTORS
-from .package.palettize.fast_palettizer import IMPLEMENTATIONS
-from .evidence.sweep_report import markdown_table, plot
 from .workflows.sweep_run import run_sweep
-from .validation.golden import golden_path_for
-
 
 GROUP_SIZE = integer("--group-sizes", 1, MAX_DIMENSION, "a group is a slice of a conv's output channels, a device "
                      f"axis; Core ML loads none above {MAX_DIMENSION}")
@@ -132,7 +131,8 @@ def main(argv=None) -> int:
         steps = sweep["mixed_bits"]["steps"]
         print(f"mixed bits: {len(steps)} steps, {sum(s['passed'] for s in steps)} passing")
     if sweep["smallest_passing"] is not None:
-        print(f"smallest passing package: {sweep['smallest_passing']['name']} ({sweep['smallest_passing']['package_mb']} MB)")
+        print(f"smallest passing package: {sweep['smallest_passing']['name']} "
+              f"({sweep['smallest_passing']['package_mb']} MB)")
     return 0
 
 

@@ -25,15 +25,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .core import gates
-from .core.arguments import integer
-from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .checkpoint import load_checkpoint
 from .checkpoint.source import add_source_argument, local_source_directory
+from .core import gates
+from .core.arguments import integer
 from .core.cli import UsageError, atomic_file, run_main
-from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
+from .core.limits import MAX_CALLS, MAX_DIMENSION
 from .core.staging import check_output
 from .package.inputs.questions import FIXTURE_PATH, load_questions
+from .run.backends import BACKEND_CHOICES, BackendError, add_ane_family_argument, backend_name
 from .validation.golden import golden_path_for, load_golden
 
 
@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="golden file (default: the committed one for builtin:tiny; required for other sources)")
     parser.add_argument("--repeats", type=integer("--repeats", 0, MAX_CALLS, "each repeat is a full call"),
                         default=gates.DEFAULT_REPEATS,
-                        help=f"repeated calls that must give identical public outputs (default {gates.DEFAULT_REPEATS})")
+                        help="repeated calls that must give identical public outputs (default "
+                             f"{gates.DEFAULT_REPEATS})")
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="what runs the package")
     add_ane_family_argument(parser)
     parser.add_argument("--adapter", type=Path, help="LoRA adapter (safetensors) for packages exported with "
@@ -71,7 +72,8 @@ def main(argv=None) -> int:
         args.backend = backend_name(args.backend, args.ane_family)
     except BackendError as error:
         raise UsageError(str(error)) from None
-    check_output(args.output, [*args.package, args.golden, args.adapter, args.fixture, local_source_directory(args.source)])
+    check_output(args.output,
+                 [*args.package, args.golden, args.adapter, args.fixture, local_source_directory(args.source)])
     for name, values in (("--package", [p.resolve() for p in args.package]), ("--length", args.length or [])):
         if len(set(values)) != len(values):
             raise UsageError(f"{name} is given twice with the same value; give each once")
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
         if length not in agent.lengths:
             raise UsageError(f"--length {length} has no package; packages cover {agent.lengths}")
     total = len(questions) * len(lengths) + args.repeats * len(lengths)
-    with tqdm(total=total, desc=f"validate ({agent.backend.describe().get('backend')})", unit="call", file=sys.stderr) as bar:
+    with tqdm(total=total, desc=f"validate ({agent.backend.describe().get('backend')})", unit="call",
+              file=sys.stderr) as bar:
         report = validate(agent, golden, golden_path, lengths, args.repeats, questions, progress=bar.update,
                           evidence_dir=args.output.parent)
     with atomic_file(args.output) as temporary:
@@ -156,9 +159,9 @@ def validate_embedding_packages(args) -> int:
         ranking = summary["ranking"] or {}
         print(f"L{length}: {summary['passed_texts']}/{summary['evaluated']} texts passed, {len(summary['skipped'])} "
               f"skipped (unvalidated), max similarity error {summary['max_similarity_error']}, min cosine "
-              f"{summary['min_cosine']}, max abs error {summary['max_abs_error']}, "
-              f"resolved ranking pairs swapped {ranking.get('resolved_pairs_swapped')} of {ranking.get('resolved_pairs')}, "
-              f"repeats identical: {summary['repeats']['identical']}")
+              f"{summary['min_cosine']}, max abs error {summary['max_abs_error']}, resolved ranking pairs swapped "
+              f"{ranking.get('resolved_pairs_swapped')} of {ranking.get('resolved_pairs')}, repeats identical: "
+              f"{summary['repeats']['identical']}")
     print(f"passed: {report['passed']}" + ("" if report["passed"] else " -- " + "; ".join(report["reasons"][:5])))
     return 0 if report["passed"] else 1
 

@@ -137,9 +137,11 @@ def test_stress_source_command_writes_a_source_past_the_matmul_cliff(tmp_path, c
     from experiments.ane_engineering import stress_source
 
     output = tmp_path / "tiny-40k"
-    assert stress_source.main(["--magnitude", "40000", "--signs", "1,-1,1,1,-1", "--no-margin-fit", "--output", str(output)]) == 0
+    assert stress_source.main(["--magnitude", "40000", "--signs", "1,-1,1,1,-1", "--no-margin-fit",
+                               "--output", str(output)]) == 0
     checkpoint = load_checkpoint(str(output))
     section = json.loads((output / "config.json").read_text())[MASSIVE_ACTIVATION_KEY]
-    assert section["magnitude"] == 40000.0 and section["dims"] == BUILTINS["tiny-outlier"][MASSIVE_ACTIVATION_KEY]["dims"]
+    assert (section["magnitude"] == 40000.0
+            and section["dims"] == BUILTINS["tiny-outlier"][MASSIVE_ACTIVATION_KEY]["dims"])
     _check_planted(_reference_states(checkpoint, _ids(30, seed=3)), section)
     assert f"--source {output}" in capsys.readouterr().out

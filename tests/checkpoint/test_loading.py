@@ -11,14 +11,19 @@ import time
 import pytest
 import torch
 
-from checkpoint_support import (assert_margins_match_the_fit, checkpoint_tensors, config_variant, small_config,
-                                write_checkpoint)
+from checkpoint_support import (
+    assert_margins_match_the_fit,
+    checkpoint_tensors,
+    config_variant,
+    small_config,
+    write_checkpoint,
+)
 from command_support import command_env, python
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint
 from experiments.ane_engineering.checkpoint.builtin import BUILTINS, UnknownSourceError, build_builtin
-from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 from experiments.ane_engineering.checkpoint.config import parse_config
 from experiments.ane_engineering.checkpoint.hub import HubSourceError, read_pins
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -100,7 +105,8 @@ def test_bias_not_implied_by_config_is_refused(tmp_path):
 
 def test_wrong_shape_is_refused_by_name(tmp_path):
     directory = _write_with(tmp_path, edit=lambda t: t.update({"layers.1.mlp.Wi.weight": torch.zeros(190, 64)}))
-    with pytest.raises(CheckpointError, match=r"tensor 'layers\.1\.mlp\.Wi\.weight' has shape \[190, 64\].*\[192, 64\]"):
+    with pytest.raises(CheckpointError,
+                       match=r"tensor 'layers\.1\.mlp\.Wi\.weight' has shape \[190, 64\].*\[192, 64\]"):
         load_checkpoint(str(directory))
 
 
@@ -216,7 +222,8 @@ HEAD_FIELD_ERRORS = [
     (dict(output_decimals=0), r"decision_head: field 'output_decimals' must be at least 1, got 0"),
     (dict(rope_theta=-1.0), r"decision_head: field 'rope_theta' must be a positive"),
     (dict(action_head={"hidden_size": 64, "actions": ["answer", "answer"]}), r"action_head: field 'actions'"),
-    (dict(action_head={"hidden_size": 64, "actions": ["a", "b"], "activation": "relu"}), r"action_head: field 'activation'"),
+    (dict(action_head={"hidden_size": 64, "actions": ["a", "b"], "activation": "relu"}),
+     r"action_head: field 'activation'"),
     (dict(calibration={"temperature": {"choice": 1.0, "score": 1.0}, "none_logit": 0.0}),
      r"calibration.temperature: missing required field 'noul'"),
     (dict(calibration={"temperature": {"choice": 1.0, "score": 1.0, "noul": 1.0, "essay": 1.0}, "none_logit": 0.0}),
@@ -276,7 +283,8 @@ def test_legacy_keys_and_rope_parameters_that_agree_parse():
     assert (encoder.global_rope_theta, encoder.local_rope_theta) == (10000.0, 160000.0)
 
 
-@pytest.mark.parametrize("key, slot", [("global_rope_theta", "full_attention"), ("local_rope_theta", "sliding_attention")])
+@pytest.mark.parametrize("key, slot",
+                         [("global_rope_theta", "full_attention"), ("local_rope_theta", "sliding_attention")])
 def test_legacy_keys_and_rope_parameters_that_disagree_are_refused(key, slot):
     raw = small_config()
     raw["rope_parameters"][slot]["rope_theta"] = 10000.0

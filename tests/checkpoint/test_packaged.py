@@ -14,13 +14,13 @@ import torch
 from checkpoint_support import assert_margins_match_the_fit
 from command_support import REPO
 from experiments.ane_engineering import encode, probe
-from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
+from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
 from experiments.ane_engineering.package.kinds import build_export_spec
 from experiments.ane_engineering.package.layout_check import layout_check
+from experiments.ane_engineering.validation.margins import MIN_DECISION_MARGIN, decision_margins
 
 IDS = "101,7592,2088,1997,1037,3231,6251,1012,102"  # [CLS] hello world ... [SEP] in MiniLM's WordPiece vocabulary
 
@@ -37,7 +37,8 @@ def test_encode_command_runs_minilm_through_reference_bc1s_and_mil(minilm, minil
     outputs = {}
     for backend in ("reference", "bc1s", "mil"):
         argv = ["--source", "all-minilm-l6-v2", "--ids", IDS, "--backend", backend,
-                "--output", str(tmp_path / f"{backend}.npy")] + (["--package", str(package)] if backend == "mil" else [])
+                "--output", str(tmp_path / f"{backend}.npy")]
+        argv += ["--package", str(package)] if backend == "mil" else []
         assert run_main(encode.main, argv) == 0
         outputs[backend] = np.load(tmp_path / f"{backend}.npy")
     assert outputs["reference"].shape == (9, 384)

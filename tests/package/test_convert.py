@@ -21,7 +21,8 @@ def _hash(spec, path, **options):
 @pytest.mark.parametrize("kind", ["layer", "body"])
 def test_lean_pipeline_gives_the_default_pipelines_package(tiny, tmp_path, kind):
     spec = build_export_spec(tiny, kind, 96)
-    assert _hash(spec, tmp_path / "lean.mlpackage", lean=True) == _hash(spec, tmp_path / "default.mlpackage", lean=False)
+    assert _hash(spec, tmp_path / "lean.mlpackage", lean=True) == _hash(spec, tmp_path / "default.mlpackage",
+                                                                        lean=False)
 
 
 # ("encoder", 128): builtin:tiny's hidden size is 128 too, so only the length axes of the inputs may be shortened

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.package.layer_norm_gamma import fuse_layer_norm_gamma
-from executor_ops_support import build_program, run_program
+from executor_ops_support import build_program, run_program  # noqa: E402
+from experiments.ane_engineering.package.layer_norm_gamma import fuse_layer_norm_gamma  # noqa: E402
 
 SHAPE = (1, 8, 1, 5)
 RNG = np.random.default_rng(0)

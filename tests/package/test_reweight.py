@@ -16,12 +16,12 @@ from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
-from experiments.ane_engineering.run.backends import choose_backend
-from experiments.ane_engineering.package.package_hash import package_content_hash
-from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.package.mil.blobs import read_blob_table
 from experiments.ane_engineering.package.mil.errors import ProgramLoadError
+from experiments.ane_engineering.package.package_hash import package_content_hash
 from experiments.ane_engineering.package.reweight import ReweightError, program_file, verify_identity, weight_file
+from experiments.ane_engineering.run.backends import choose_backend
+from experiments.ane_engineering.workflows.probe_run import run_probe
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 
@@ -67,7 +67,8 @@ def test_only_weight_bytes_change(reweighted):
     assert report["identity"]["program_identical"] and report["identity"]["layout_identical"]
     manifest = json.loads((new / "manifest.json").read_text())
     assert manifest["created_by"] == "reweight"
-    assert manifest["parent"]["package_sha256"] == json.loads((parent / "manifest.json").read_text())["package"]["content_hash"]["sha256"]
+    parent_manifest = json.loads((parent / "manifest.json").read_text())
+    assert manifest["parent"]["package_sha256"] == parent_manifest["package"]["content_hash"]["sha256"]
 
 
 def test_the_identity_record_is_what_was_compared(reweighted, tmp_path):
@@ -126,7 +127,8 @@ def test_mismatched_architecture_is_refused(tiny_packages, tiny, tmp_path, capsy
     from checkpoint_support import checkpoint_tensors
 
     save_file(checkpoint_tensors(config, seed=3), str(other / "model.safetensors"))
-    status = run_main(reweight.main, ["--package", str(parent), "--source", str(other), "--output", str(tmp_path / "x")])
+    status = run_main(reweight.main,
+                      ["--package", str(parent), "--source", str(other), "--output", str(tmp_path / "x")])
     assert status == 2 and not (tmp_path / "x").exists()
     assert "intermediate_size: 192 -> 256" in capsys.readouterr().err
 

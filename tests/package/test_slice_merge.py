@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
 
-from experiments.ane_engineering.package.slice_merge import merge_slices
-from executor_ops_support import build_program, run_program
+from executor_ops_support import build_program, run_program  # noqa: E402
+from experiments.ane_engineering.package.slice_merge import merge_slices  # noqa: E402
 
 SHAPE = (1, 6, 5, 12)
 
@@ -46,7 +47,10 @@ CHAINS = {
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_a_chain_becomes_one_slice_with_the_same_values(name):
     first, second = CHAINS[name]
-    build = lambda x: mb.slice_by_index(x=mb.slice_by_index(x=x, **first), **second)
+
+    def build(x):
+        return mb.slice_by_index(x=mb.slice_by_index(x=x, **first), **second)
+
     before, after = program(build), program(build)
     assert merge_slices(after) == 1 and slices(after) == 1 and slices(before) == 2
     expected, = outputs(before, X)
@@ -76,11 +80,15 @@ def test_chains_that_are_not_plain_slices_stay_as_they_are(case):
 def test_a_wrongly_merged_bound_would_be_caught():
     """The value check above can fail: shifting the merged begin by one changes the selection."""
     first, second = CHAINS["two axes"]
-    build = lambda x: mb.slice_by_index(x=mb.slice_by_index(x=x, **first), **second)
+
+    def build(x):
+        return mb.slice_by_index(x=mb.slice_by_index(x=x, **first), **second)
+
     before, after = program(build), program(build)
     merge_slices(after)
     merged = next(op for op in after.functions["main"].operations if op.op_type == "slice_by_index")
-    shifted = program(lambda x: mb.slice_by_index(x=x, begin=[int(b) + (d == 3) for d, b in enumerate(merged.begin.val)],
+    shifted = program(lambda x: mb.slice_by_index(x=x, begin=[int(b) + (d == 3)
+                                                              for d, b in enumerate(merged.begin.val)],
                                                   end=[int(e) + (d == 3) for d, e in enumerate(merged.end.val)]))
     expected, = outputs(before, X)
     assert not np.array_equal(outputs(shifted, X)[0], expected)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import math
 
+import coremltools as ct
 import numpy as np
 import pytest
-
-import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
@@ -282,7 +281,6 @@ def test_reference_model_dimensions():
 def test_benchmark_script_writes_evidence_and_refuses_existing(tiny_packages, tmp_path):
     import importlib.util
     import json
-    from pathlib import Path
 
     from experiments.ane_engineering.core.staging import OutputExistsError
 

@@ -226,5 +226,6 @@ def test_reference_run_layout_is_converted_without_the_passes_added_after_that_r
 
     lean, reference = with_project_passes(list(LEAN_BC1S_PASSES)), with_project_passes(list(LEAN_BC1S_PASSES), True)
     assert AFTER_REFERENCE_RUN == ("fuse_layer_norm_gamma",)
-    assert "ane_engineering::fuse_layer_norm_gamma" in lean and "ane_engineering::fuse_layer_norm_gamma" not in reference
+    assert ("ane_engineering::fuse_layer_norm_gamma" in lean
+            and "ane_engineering::fuse_layer_norm_gamma" not in reference)
     assert [p for p in lean if p != "ane_engineering::fuse_layer_norm_gamma"] == reference

@@ -171,7 +171,8 @@ def test_wrong_shapes_and_broken_selectors_are_refused(agent, data):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(min_size=1, max_size=40), options=st.lists(st.text(min_size=1, max_size=8), min_size=2, max_size=40))
+@given(text=st.text(min_size=1, max_size=40),
+       options=st.lists(st.text(min_size=1, max_size=8), min_size=2, max_size=40))
 def test_arbitrary_questions_are_answered_or_refused_cleanly(agent, text, options):
     """Any text: either a decision with finite outputs, or a RequestError -- never another exception."""
     try:

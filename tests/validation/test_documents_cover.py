@@ -48,7 +48,8 @@ GOLDEN_EDITS = {
     "an action probability missing": (_edit_first("action_probabilities", list.pop), "action_probabilities for"),
     "a question twice": (lambda g: g["questions"].append(copy.deepcopy(g["questions"][0])), "appears twice"),
     "a question missing": (lambda g: g["questions"].pop(), "no record for 1 fixture question"),
-    "an unknown question": (lambda g: g["questions"][0].update(question_id="no-such-question"), "is not in the fixture"),
+    "an unknown question": (lambda g: g["questions"][0].update(question_id="no-such-question"),
+                            "is not in the fixture"),
     "another kind": (lambda g: g["questions"][0].update(kind="noul" if g["questions"][0]["kind"] != "noul"
                                                          else "choice"), "is recorded as kind"),
     "a decision past the options": (lambda g: g["questions"][0].update(decision_index=40), "decision_index 40"),

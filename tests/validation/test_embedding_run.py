@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from experiments.ane_engineering.core import gates
-from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.package.inputs.device_inputs import embedding_inputs
+from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.model.sentence_embedder import ReferenceEmbedder
+from experiments.ane_engineering.package.inputs.device_inputs import embedding_inputs
 from experiments.ane_engineering.package.inputs.texts import load_texts, token_ids
 from experiments.ane_engineering.validation.embedding_run import compare_embedding, similarity_ranking
 
@@ -93,7 +93,8 @@ def test_the_fp32_bc1s_embedder_passes_and_real_defects_fail(minilm, golden_and_
     golden, ids = golden[::2], ids[::2]  # half the texts: still thousands of resolved ranking pairs, half the time
     assert all(_gates(golden, _bc1s_embeddings(minilm, ids)).values())
 
-    wrong_eps = replace(minilm, config=replace(minilm.config, encoder=replace(minilm.config.encoder, layer_norm_eps=1e-3)))
+    wrong_eps = replace(minilm, config=replace(minilm.config,
+                                               encoder=replace(minilm.config.encoder, layer_norm_eps=1e-3)))
     result = _gates(golden, _bc1s_embeddings(wrong_eps, ids))
     assert not result["similarity"] and not result["ranking"] and not result["cosine"] and not result["abs"]
 
@@ -118,7 +119,8 @@ def test_a_slightly_wrong_epsilon_is_within_the_budget_but_not_within_the_oracle
     subset = list(range(0, len(ids), 4))
 
     def with_eps(eps):
-        return replace(minilm, config=replace(minilm.config, encoder=replace(minilm.config.encoder, layer_norm_eps=eps)))
+        return replace(minilm, config=replace(minilm.config,
+                                              encoder=replace(minilm.config.encoder, layer_norm_eps=eps)))
 
     assert all(v for k, v in _gates(golden[subset], _bc1s_embeddings(with_eps(1e-5), [ids[i] for i in subset])).items()
                if k != "min_cosine")

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from executor_ops_support import build_program, loaded, mb, spec
-
 from experiments.ane_engineering.core import gates
 from experiments.ane_engineering.run.mil.cliffs import AneCliffs
 from experiments.ane_engineering.run.mil.headroom import measure_headroom
@@ -66,8 +65,8 @@ def test_validation_reports_headroom_of_the_tiny_packages(validation_report):
 
 @pytest.mark.slow
 def test_a_scaled_projection_in_an_exported_package_fails_the_gate(tiny_packages, tmp_path):
-    from experiments.ane_engineering.run.agent import ANEAgent
     from experiments.ane_engineering.package.inputs.questions import load_questions
+    from experiments.ane_engineering.run.agent import ANEAgent
     from experiments.ane_engineering.workflows.probe_run import run_probe
 
     directory, _ = tiny_packages.get("body", 96)

@@ -7,16 +7,21 @@ import json
 
 import numpy as np
 import pytest
+
+from experiments.ane_engineering import validate
+from experiments.ane_engineering.core import gates, tolerances
+from experiments.ane_engineering.core.cli import run_main
+from experiments.ane_engineering.package.inputs.questions import load_questions
+from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
+from experiments.ane_engineering.validation.golden import (
+    COMMITTED_TINY_GOLDEN,
+    GoldenError,
+    load_golden,
+    make_golden,
+    reference_decisions,
+)
 from package_edits import copy_package, edit_largest_weight, reseal, weight_bin
 from package_fixtures import VALIDATION_REPEATS
-
-from experiments.ane_engineering.core import gates, tolerances
-from experiments.ane_engineering import validate
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.package.manifest import read_manifest, write_manifest
-from experiments.ane_engineering.package.inputs.questions import load_questions
-from experiments.ane_engineering.validation.golden import (COMMITTED_TINY_GOLDEN, GoldenError, load_golden, make_golden,
-                                                           reference_decisions)
 
 LONG_QUESTIONS = {"en-choice-04", "ru-noul-01", "zh-score-03"}  # about 1,020 tokens each
 TWENTY_OPTIONS = "en-choice-03"  # 147 tokens, 20 options

@@ -96,15 +96,19 @@ def test_fisher_weighting_is_recorded_and_changes_the_luts(tiny_packages, tmp_pa
 @pytest.mark.slow
 def test_a_mixed_allocation_is_sealed_and_checked(tiny_packages, tmp_path):
     from experiments.ane_engineering.workflows.mixed_bits import layer_units
-    from experiments.ane_engineering.workflows.palettize_candidate import (PalettizeError, palettize_candidate,
-                                                                           palettized_contents)
+    from experiments.ane_engineering.workflows.palettize_candidate import (
+        PalettizeError,
+        palettize_candidate,
+        palettized_contents,
+    )
 
     parent, _ = tiny_packages.get("body", 96)
     units, _ = layer_units(parent)
     allocation = {u: 8 for u in units}
     allocation[units[1]], allocation[units[2]] = 4, 16
     report = palettize_candidate(parent, tmp_path / "mixed", 8, "kmeans", 32, allocation=allocation)
-    assert report["compression"]["bits"] == "mixed" and report["compression"]["allocation"] == dict(sorted(allocation.items()))
+    assert (report["compression"]["bits"] == "mixed"
+            and report["compression"]["allocation"] == dict(sorted(allocation.items())))
     from experiments.ane_engineering.workflows.palettize_candidate import layer_of
 
     held = palettized_contents(tmp_path / "mixed" / "model.mlpackage")["weight_bits"]

@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-from command_support import command_env, refused_process, run_command
 
+from command_support import command_env, refused_process, run_command
 from experiments.ane_engineering import probe
 from experiments.ane_engineering.core.buckets import BUCKET_LENGTHS
 from experiments.ane_engineering.package.manifest import read_manifest
@@ -38,7 +38,8 @@ def test_every_kind_and_bucket_exports_with_zero_static_violations(tiny_packages
     assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", "model.mlpackage", "probe.json"]
     manifest = read_manifest(directory)
     assert (manifest["kind"], manifest["length"]) == (kind, length)
-    assert manifest["package"]["content_hash"]["sha256"] == package_content_hash(directory / "model.mlpackage")["sha256"]
+    assert (manifest["package"]["content_hash"]["sha256"]
+            == package_content_hash(directory / "model.mlpackage")["sha256"])
     assert manifest["source"]["weights_sha256"] == tiny_packages.checkpoint.weights_sha256
     for contract in manifest["io"]["inputs"] + manifest["io"]["outputs"]:
         assert contract["dtype"] == "float16" and contract["meaning"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from command_support import run_command
 
+from command_support import run_command
 from experiments.ane_engineering import reproduce
 from experiments.ane_engineering.core.cli import run_main
 

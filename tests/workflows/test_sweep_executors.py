@@ -46,7 +46,8 @@ def test_ray_executor_gives_identical_candidates_and_reports(tiny_packages, tmp_
             a, b = (json.loads((tmp_path / d / "candidates" / candidate["name"] / name).read_text())
                     for d in ("local", "ray"))
             assert _without_times(a) == _without_times(b), (candidate["name"], name)
-        a, b = ((tmp_path / d / "candidates" / candidate["name"] / "manifest.json").read_bytes() for d in ("local", "ray"))
+        a, b = ((tmp_path / d / "candidates" / candidate["name"] / "manifest.json").read_bytes()
+                for d in ("local", "ray"))
         assert a == b
     assert (tmp_path / "local" / "sensitivities.safetensors").read_bytes() == \
         (tmp_path / "ray" / "sensitivities.safetensors").read_bytes()

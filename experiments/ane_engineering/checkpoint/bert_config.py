@@ -85,7 +85,8 @@ def parse_bert_encoder(raw: dict, where: str = "config.json") -> BertEncoderConf
     check(raw, BERT_SCHEMA, where, ConfigError)
     hidden, heads, vocab = raw["hidden_size"], raw["num_attention_heads"], raw["vocab_size"]
     if hidden % heads:
-        raise ConfigError(f"{where}: field 'hidden_size' ({hidden}) must be a multiple of num_attention_heads ({heads})")
+        raise ConfigError(f"{where}: field 'hidden_size' ({hidden}) must be a multiple of "
+                          f"num_attention_heads ({heads})")
     pad = raw.get("pad_token_id", 0)
     if not pad < vocab:
         raise ConfigError(f"{where}: field 'pad_token_id' {pad} is outside the vocabulary of {vocab}")

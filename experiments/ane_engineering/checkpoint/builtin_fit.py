@@ -45,6 +45,7 @@ def apply_fit(tensors: dict, fitted: dict) -> dict:
     for name, entry in fitted["tensors"].items():
         value = torch.tensor(entry["values"], dtype=torch.float32).reshape(entry["shape"])
         if tuple(value.shape) != tuple(tensors[name].shape):
-            raise RuntimeError(f"{FIT_PATH.name}: tensor '{name}' has shape {entry['shape']}, expected {list(tensors[name].shape)}")
+            raise RuntimeError(f"{FIT_PATH.name}: tensor '{name}' has shape {entry['shape']}, expected "
+                               f"{list(tensors[name].shape)}")
         out[name] = value
     return out

@@ -75,7 +75,8 @@ def planted_spec(raw: dict, config: ModelConfig, where: str = "config.json") -> 
     dims, marker = list(spec["dims"]), spec.get("marker_dim", enc.hidden_size - 1)
     signs = list(spec.get("signs", [1] * len(dims)))
     if any(not 0 <= d < enc.hidden_size for d in (*dims, marker)):
-        raise ConfigError(f"{where}: fields 'dims' and 'marker_dim' must be channels below hidden_size {enc.hidden_size}")
+        raise ConfigError(f"{where}: fields 'dims' and 'marker_dim' must be channels below hidden_size "
+                          f"{enc.hidden_size}")
     if marker in dims:
         raise ConfigError(f"{where}: field 'marker_dim' {marker} is one of the planted dims")
     if len(signs) != len(dims):

@@ -16,11 +16,31 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..core.json_documents import NON_EMPTY_STRING, NUMBER, POSITIVE_NUMBER, STRING, array_of, check, closed_object, open_object
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NUMBER,
+    POSITIVE_NUMBER,
+    STRING,
+    array_of,
+    check,
+    closed_object,
+    open_object,
+)
 from ..core.limits import MAX_LAYERS
 from .bert_config import BertEncoderConfig, parse_bert_encoder
-from .config_fields import (ACTION_ACTIVATIONS, GELU_ERF_NAMES, GELU_TANH_NAMES, HEAD_ACTIVATIONS, HOST_SIZE, LAYER_COUNT,
-                            LAYER_TYPES, QUESTION_KINDS, TOKEN_ID, ConfigError, device_dimension)
+from .config_fields import (
+    ACTION_ACTIVATIONS,
+    GELU_ERF_NAMES,
+    GELU_TANH_NAMES,
+    HEAD_ACTIVATIONS,
+    HOST_SIZE,
+    LAYER_COUNT,
+    LAYER_TYPES,
+    QUESTION_KINDS,
+    TOKEN_ID,
+    ConfigError,
+    device_dimension,
+)
 from .modernbert_config import EncoderConfig, parse_encoder
 
 __all__ = ["ActionHeadConfig", "BertEncoderConfig", "CalibrationConfig", "ConfigError", "DecisionHeadConfig",
@@ -92,7 +112,8 @@ DECISION_HEAD_SCHEMA = closed_object(
 )
 
 # Fields every family shares: the decision head section (absent or null for an encoder-only checkpoint).
-CONFIG_SCHEMA = open_object({}, {"model_type": STRING, "decision_head": {**DECISION_HEAD_SCHEMA, "type": ["object", "null"]}})
+CONFIG_SCHEMA = open_object({}, {"model_type": STRING,
+                                 "decision_head": {**DECISION_HEAD_SCHEMA, "type": ["object", "null"]}})
 
 
 def parse_head(raw: dict, encoder: EncoderConfig, where: str = "config.json") -> DecisionHeadConfig:
@@ -100,7 +121,8 @@ def parse_head(raw: dict, encoder: EncoderConfig, where: str = "config.json") ->
     where = f"{where} decision_head"
     heads = raw["num_attention_heads"]
     if encoder.hidden_size % heads or (encoder.hidden_size // heads) % 2:
-        raise ConfigError(f"{where}: field 'num_attention_heads' {heads} must split hidden_size {encoder.hidden_size} into even heads")
+        raise ConfigError(f"{where}: field 'num_attention_heads' {heads} must split hidden_size {encoder.hidden_size} "
+                          "into even heads")
     if encoder.num_hidden_layers + raw["num_layers"] > MAX_LAYERS:
         raise ConfigError(f"{where}: field 'num_layers' {raw['num_layers']} with {encoder.num_hidden_layers} encoder "
                           f"layers exceeds {MAX_LAYERS} layers ({LAYER_COUNT['description']})")

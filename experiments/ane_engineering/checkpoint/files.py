@@ -123,7 +123,8 @@ def read_tensors(files: list[Path], mapping: dict[str, str]) -> dict[str, torch.
                     continue
                 tensor = handle.get_tensor(name)
                 if tensor.dtype not in ACCEPTED_DTYPES:
-                    raise CheckpointError(f"tensor '{name}' has dtype {tensor.dtype}; expected float32, float16 or bfloat16")
+                    raise CheckpointError(f"tensor '{name}' has dtype {tensor.dtype}; expected float32, "
+                                          "float16 or bfloat16")
                 tensor = tensor.to(torch.float32)
                 if not all_finite(tensor):
                     raise CheckpointError(f"tensor '{name}' contains NaN or Inf")

@@ -74,7 +74,8 @@ def download_pinned(name: str, timeout_s: float = 10.0) -> Path:
     except Exception as error:  # network, auth or missing-revision errors: never guess, say what to do
         raise HubSourceError(
             f"could not fetch {repo_id}@{commit} from the Hugging Face hub: {error.__class__.__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''} Pass --source DIR with a local copy of the checkpoint.") from error
+            f"{str(error).splitlines()[0] if str(error) else ''} "
+            "Pass --source DIR with a local copy of the checkpoint.") from error
 
 
 def _unreachable(timeout_s: float) -> Exception | None:

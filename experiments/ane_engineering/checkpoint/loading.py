@@ -13,8 +13,16 @@ from tokenizers import Tokenizer
 
 from ..core.json_documents import SHA256, STRING, open_object
 from .config import ModelConfig, parse_config
-from .files import (CONFIG_FILE, TOKENIZER_FILE, read_config_json, read_shapes, read_tensors, sha256_file, weight_files,
-                    weights_sha256)
+from .files import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    read_config_json,
+    read_shapes,
+    read_tensors,
+    sha256_file,
+    weight_files,
+    weights_sha256,
+)
 from .tensors import CheckpointError, canonicalize_names, ignored_tensors, require_host_memory
 from .tokenizer import load_tokenizer
 
@@ -41,8 +49,9 @@ class Checkpoint:
         by_reason: dict[str, list[str]] = {}
         for name, reason in sorted(self.ignored.items()):
             by_reason.setdefault(reason, []).append(name)
-        return [f"{self.source}: ignored {len(names)} tensor(s) {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
-                f": {reason}" for reason, names in by_reason.items()]
+        return [f"{self.source}: ignored {len(names)} tensor(s) "
+                f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}: "
+                f"{reason}" for reason, names in by_reason.items()]
 
     @property
     def hashes(self) -> dict:

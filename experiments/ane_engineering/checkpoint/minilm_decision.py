@@ -14,7 +14,8 @@ ranges, palettization error and gates of the encoder are real); the decisions th
 
 Written into the built-in cache like the other built-ins, keyed by a fingerprint of this builder, the fit and the
 installed MiniLM files. Regenerate the fit with
-`python -m experiments.ane_engineering.fit_margins --source builtin:minilm-decision` after changing the head, the fixture or the encoder.
+`python -m experiments.ane_engineering.fit_margins --source builtin:minilm-decision` after changing the head, the
+fixture or the encoder.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ import torch
 from safetensors.torch import save_file
 
 from ..core.errors import HarnessError
+from ..core.json_documents import read_json
 from .builtin import BUILTIN_SEED, _head_section, materialize_cached, random_tensors
+from .builtin_fit import FIT_SCHEMA, apply_fit
 from .config import ModelConfig, head_config_to_json, parse_config
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_config_json
 from .loading import load_checkpoint_dir
-from ..core.json_documents import read_json
-from .builtin_fit import FIT_SCHEMA, apply_fit
 from .packaged import resolve_packaged
 from .tensors import HEAD_PREFIX
 
@@ -69,7 +70,8 @@ def base_tensors(encoder_dir: Path) -> tuple[ModelConfig, dict, dict[str, torch.
 def build(directory: Path) -> dict:
     encoder_dir = resolve_packaged(ENCODER_SOURCE)
     if not FIT_PATH.is_file():
-        raise FitMissingError(f"{FIT_PATH} is missing; make it with `python -m experiments.ane_engineering.fit_margins --source builtin:minilm-decision`")
+        raise FitMissingError(f"{FIT_PATH} is missing; make it with `python -m experiments.ane_engineering.fit_margins "
+                              "--source builtin:minilm-decision`")
     config, raw, tensors = base_tensors(encoder_dir)
     tensors = apply_fit(tensors, read_json(FIT_PATH, FIT_SCHEMA))
     raw = {**raw, "decision_head": head_config_to_json(config.head)}
@@ -77,7 +79,8 @@ def build(directory: Path) -> dict:
     save_file({name: value.contiguous() for name, value in tensors.items()}, str(directory / WEIGHTS_FILE),
               metadata={"format": "pt"})
     shutil.copyfile(encoder_dir / TOKENIZER_FILE, directory / TOKENIZER_FILE)
-    meta = {"name": NAME, "seed": BUILTIN_SEED, "encoder_source": ENCODER_SOURCE, "encoder_files": _encoder_hashes(encoder_dir)}
+    meta = {"name": NAME, "seed": BUILTIN_SEED, "encoder_source": ENCODER_SOURCE,
+            "encoder_files": _encoder_hashes(encoder_dir)}
     (directory / "builtin.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return meta
 
@@ -92,8 +95,10 @@ def fingerprint(encoder_dir: Path) -> str:
     """Hash of the builder's sources, the fit, and the installed MiniLM files: all that decides the bytes."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in [here / f for f in ("minilm_decision.py", "builtin.py", "config.py", "config_fields.py", "modernbert_config.py", "bert_config.py", "tensors.py",
-                                    "bert_tensors.py", "builtin_fit.py")] + [FIT_PATH]:
+    for path in [here / f
+                 for f in ("minilm_decision.py", "builtin.py", "config.py", "config_fields.py", "modernbert_config.py",
+                           "bert_config.py", "tensors.py",
+                           "bert_tensors.py", "builtin_fit.py")] + [FIT_PATH]:
         digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"missing"))
     digest.update(json.dumps(_encoder_hashes(encoder_dir), sort_keys=True).encode())
     return digest.hexdigest()[:16]

@@ -12,8 +12,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..core.json_documents import BOOLEAN, POSITIVE_INTEGER, POSITIVE_NUMBER, check, open_object
-from .config_fields import (ENCODER_ACTIVATIONS, GELU_TANH_NAMES, LAYER_COUNT, LAYER_TYPES, TOKEN_ID, VOCAB_SIZE,
-                            ConfigError, device_dimension)
+from .config_fields import (
+    ENCODER_ACTIVATIONS,
+    GELU_TANH_NAMES,
+    LAYER_COUNT,
+    LAYER_TYPES,
+    TOKEN_ID,
+    VOCAB_SIZE,
+    ConfigError,
+    device_dimension,
+)
 
 MODERNBERT_MODEL_TYPE = "modernbert"
 
@@ -97,9 +105,11 @@ def parse_encoder(raw: dict, where: str = "config.json") -> EncoderConfig:
     check(raw, MODERNBERT_SCHEMA, where, ConfigError)
     hidden, heads, layers = raw["hidden_size"], raw["num_attention_heads"], raw["num_hidden_layers"]
     if hidden % heads:
-        raise ConfigError(f"{where}: field 'hidden_size' ({hidden}) must be a multiple of num_attention_heads ({heads})")
+        raise ConfigError(f"{where}: field 'hidden_size' ({hidden}) must be a multiple of "
+                          f"num_attention_heads ({heads})")
     if (hidden // heads) % 2:
-        raise ConfigError(f"{where}: head size {hidden // heads} must be even for RoPE (hidden_size / num_attention_heads)")
+        raise ConfigError(f"{where}: head size {hidden // heads} must be even for RoPE (hidden_size / "
+                          "num_attention_heads)")
     every, layer_types = raw.get("global_attn_every_n_layers"), raw.get("layer_types")
     implied = None if every is None else ["sliding_attention" if i % every else "full_attention" for i in range(layers)]
     if layer_types is None:
@@ -107,15 +117,18 @@ def parse_encoder(raw: dict, where: str = "config.json") -> EncoderConfig:
             raise ConfigError(f"{where}: needs 'layer_types' or 'global_attn_every_n_layers'")
         layer_types = implied
     elif len(layer_types) != layers:
-        raise ConfigError(f"{where}: field 'layer_types' must list {layers} entries from {LAYER_TYPES}, got {len(layer_types)}")
+        raise ConfigError(f"{where}: field 'layer_types' must list {layers} entries from {LAYER_TYPES}, got "
+                          f"{len(layer_types)}")
     elif implied is not None and implied != layer_types:
         raise ConfigError(f"{where}: fields 'layer_types' and 'global_attn_every_n_layers' disagree")
     if not raw["pad_token_id"] < raw["vocab_size"]:
-        raise ConfigError(f"{where}: field 'pad_token_id' {raw['pad_token_id']} is outside the vocabulary of {raw['vocab_size']}")
+        raise ConfigError(f"{where}: field 'pad_token_id' {raw['pad_token_id']} is outside the vocabulary of "
+                          f"{raw['vocab_size']}")
     global_theta, local_theta = _rope_thetas(raw, where)
     return EncoderConfig(
         vocab_size=raw["vocab_size"], hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=raw["intermediate_size"], layer_types=tuple(layer_types), local_attention=raw["local_attention"],
+        intermediate_size=raw["intermediate_size"], layer_types=tuple(layer_types),
+        local_attention=raw["local_attention"],
         global_rope_theta=global_theta, local_rope_theta=local_theta, norm_eps=float(raw["norm_eps"]),
         norm_bias=raw["norm_bias"], attention_bias=raw["attention_bias"], mlp_bias=raw["mlp_bias"],
         hidden_activation=raw["hidden_activation"], pad_token_id=raw["pad_token_id"],
@@ -131,7 +144,8 @@ def _rope_thetas(raw: dict, where: str) -> tuple[float, float]:
         legacy = raw.get(f"{name}_rope_theta")
         new = (params.get(layer_type) or {}).get("rope_theta")
         if legacy is not None and new is not None and legacy != new:
-            raise ConfigError(f"{where}: field '{name}_rope_theta' ({float(legacy)}) disagrees with rope_parameters ({float(new)})")
+            raise ConfigError(f"{where}: field '{name}_rope_theta' ({float(legacy)}) disagrees with "
+                              f"rope_parameters ({float(new)})")
         theta = legacy if legacy is not None else new
         if theta is None:
             raise ConfigError(f"{where}: missing RoPE base: give '{name}_rope_theta' or rope_parameters")

@@ -84,9 +84,9 @@ def resolve_source(spec: str) -> Path:
         return download_pinned(spec)
     path = Path(os.path.expanduser(spec))  # an unknown ~user stays as written (pathlib would raise)
     if not path.exists():
-        raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in ({', '.join(map(repr, known_builtins()))}), "
-                                "packaged source "
-                                "('all-minilm-l6-v2') or named hub source ('laya-multilingual')")
+        raise FileNotFoundError(f"--source {spec!r}: no such directory, built-in "
+                                f"({', '.join(map(repr, known_builtins()))}), packaged source ('all-minilm-l6-v2') or "
+                                "named hub source ('laya-multilingual')")
     if not path.is_dir():
         raise NotADirectoryError(f"--source {spec!r} must be a directory in Hugging Face layout, not a file")
     return path.resolve()

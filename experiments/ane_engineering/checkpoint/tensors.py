@@ -109,8 +109,9 @@ def require_host_memory(config: ModelConfig, where: str = "config.json") -> int:
     parameters = sum(math.prod(shape) for shape in expected_tensors(config).values())
     memory = physical_memory_bytes()
     if memory is not None and parameters * FLOAT32_BYTES > memory:
-        raise ConfigError(f"{where}: the config implies {parameters:,} parameters, {parameters * FLOAT32_BYTES / 2**30:,.1f} "
-                          f"GiB as float32, more than this machine's {memory / 2**30:,.1f} GiB of memory")
+        raise ConfigError(f"{where}: the config implies {parameters:,} parameters, "
+                          f"{parameters * FLOAT32_BYTES / 2**30:,.1f} GiB as float32, more than this machine's "
+                          f"{memory / 2**30:,.1f} GiB of memory")
     return parameters
 
 
@@ -153,5 +154,6 @@ def canonicalize_names(stored: dict[str, tuple[int, ...]], config: ModelConfig) 
                               + (" ..." if len(missing) > 8 else ""))
     for name, canonical in mapping.items():
         if tuple(stored[name]) != tuple(expected[canonical]):
-            raise CheckpointError(f"tensor '{name}' has shape {list(stored[name])}, config implies {list(expected[canonical])}")
+            raise CheckpointError(f"tensor '{name}' has shape {list(stored[name])}, config implies "
+                                  f"{list(expected[canonical])}")
     return mapping

@@ -24,7 +24,8 @@ COVERAGE_PROBES = ("hello world", "Привет, мир", "你好，世界", "م
 
 def _bytes_to_symbols() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map, the alphabet of tokenizers' ByteLevel pre-tokenizer."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
     codes = printable[:]
     extra = 0
     for byte in range(256):
@@ -46,7 +47,8 @@ def build_byte_tokenizer() -> Tokenizer:
     tokenizer.add_special_tokens(list(BYTE_SPECIALS))
     # Like ModernBERT's own tokenizers: a plain encode() wraps the text as [CLS] text [SEP].
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", BYTE_SPECIALS.index("[CLS]")), ("[SEP]", BYTE_SPECIALS.index("[SEP]"))])
+        single="[CLS] $A [SEP]",
+        special_tokens=[("[CLS]", BYTE_SPECIALS.index("[CLS]")), ("[SEP]", BYTE_SPECIALS.index("[SEP]"))])
     return tokenizer
 
 

@@ -23,7 +23,8 @@ DEFAULT_REPEATS = 100
 # ("around 32752") and measured on two chips (sbryngelson/ANEForge, docs/numeric-cliffs.md). A factor of 2 is one
 # binary order of magnitude: the margin of one step of an exact power-of-two rescaling (probe --fp16-scale), so a
 # model that fails it can be brought back inside it without changing a single FP16 mantissa.
-# Tests: tests/validation/test_headroom_gate.py shows a scaled weight (a real defect) breaking it while the package passes.
+# Tests: tests/validation/test_headroom_gate.py shows a scaled weight (a real defect) breaking it while the package
+# passes.
 HEADROOM_MIN = 2.0
 
 # ---- Sentence-embedding gates (embedding-kind packages; validation/embedding_run.py applies them)

@@ -47,7 +47,8 @@ class _Refused(HarnessError):
     """Raised inside json.loads hooks; turned into the caller's error class with the file named."""
 
 
-def read_json(path: Path | str, schema: dict, error: type[HarnessError] = DocumentError, where: str | None = None) -> Any:
+def read_json(path: Path | str, schema: dict, error: type[HarnessError] = DocumentError,
+              where: str | None = None) -> Any:
     """Read, parse strictly and validate the JSON file `path` against `schema`; refuse with `error` naming it."""
     where = where or str(path)
     data = read_regular(Path(path), MAX_JSON_BYTES, "JSON document", error=error, name=where)
@@ -76,7 +77,8 @@ def parse_json(data: bytes | str, where: str, error: type[HarnessError] = Docume
     except RecursionError:
         raise error(f"{where}: nested more than {MAX_NESTING} levels deep") from None
     except json.JSONDecodeError as problem:
-        raise error(f"{where}: not valid JSON ({problem.msg} at line {problem.lineno} column {problem.colno})") from None
+        raise error(f"{where}: not valid JSON ({problem.msg} at line {problem.lineno} column "
+                    f"{problem.colno})") from None
     except ValueError as problem:  # e.g. an integer literal longer than Python's int/str conversion limit
         raise error(f"{where}: not valid JSON ({problem})") from None
     _check_nesting_and_strings(value, where, error)

@@ -1,4 +1,5 @@
-"""The reference run this harness reproduces: facts from outside the project, in core/reference_run.json (their one home).
+"""The reference run this harness reproduces: facts from outside the project, in core/reference_run.json (their one
+home).
 
 The run was measured on the project's user's Mac and reported to the project; nothing here is measured by the
 harness. `load()` reads the file (checked against SCHEMA); `citation()` names its source wherever a figure of it
@@ -9,8 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER, array_of,
-                             closed_object, open_object, read_json)
+from .json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    array_of,
+    closed_object,
+    open_object,
+    read_json,
+)
 
 PATH = Path(__file__).resolve().parent / "reference_run.json"
 _WHAT = {"what": NON_EMPTY_STRING}

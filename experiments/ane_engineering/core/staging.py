@@ -120,7 +120,8 @@ def _publish(source: Path, target: Path) -> None:
         raise OutputExistsError(f"{target} appeared while this command ran; not overwriting it") from error
     except OSError as error:
         if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-            raise OutputExistsError(f"{target} appeared while this command ran; not overwriting it ({error})") from error
+            raise OutputExistsError(f"{target} appeared while this command ran; not "
+                                    f"overwriting it ({error})") from error
         raise
 
 
@@ -130,7 +131,8 @@ def staged_directory(output: Path, inputs: Iterable[Path | None] = ()):
     output = check_output(output, inputs)
     stop.check()
     # removed at the end of the block unless it was published (also when a stop cuts the block short)
-    with stop.scratch(lambda: tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)) as staging:
+    with stop.scratch(lambda: tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial",
+                                               dir=output.parent)) as staging:
         ordinary_permissions(staging, 0o777)
         yield staging
         publish(staging, output)

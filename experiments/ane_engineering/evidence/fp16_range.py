@@ -53,7 +53,7 @@ masked one).
 (identity on every observed value, turns an inf into a finite value), a clamp of scores at +-4,991 (keeps
 spread <= 9,982.67 so the -1e4 mask stays exact in FP16), and for the residual stream and what it feeds an exact
 power-of-two rescaling of the stream (layer norm is scale invariant up to eps).
-"""
+"""  # noqa: E501 - this docstring is recorded verbatim as the evidence's "method" (benchmarks/evidence/fp16_range_*.json)
 
 from __future__ import annotations
 
@@ -63,11 +63,11 @@ import time
 import numpy as np
 import torch
 
-from ..model.bc1s.models import BC1SBody
 from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS, MASK_BIAS, buckets_within, smallest_bucket
+from ..core.figures import Document
+from ..model.bc1s.models import BC1SBody
 from ..package.inputs.device_inputs import body_inputs
 from ..package.inputs.questions import Question, encode_question, fixture_sha256, load_questions
-from ..core.figures import Document
 from ..run.mil.cliffs import FP16_MAX, MATMUL_CLASS, AneCliffs
 from .range_recorder import RangeRecorder, _Site, instrument
 
@@ -243,7 +243,8 @@ def _summaries(sites: dict, key: str) -> dict:
             var, dev = math.inf if var is None else var, math.inf if dev is None else dev
             bucket["max_variance_valid"] = max(bucket.get("max_variance_valid", 0.0), var)
             low = entry["norm"]["min_variance_valid"]
-            bucket["min_variance_valid"] = min(bucket.get("min_variance_valid", math.inf), math.inf if low is None else low)
+            bucket["min_variance_valid"] = min(bucket.get("min_variance_valid", math.inf),
+                                               math.inf if low is None else low)
             bucket["max_abs_dev_valid"] = max(bucket.get("max_abs_dev_valid", 0.0), dev)
     for bucket in out.values():
         del bucket["_low"]
@@ -377,8 +378,9 @@ def range_report(checkpoint, lengths=BUCKET_LENGTHS, questions: list[Question] |
                          "table": "run/mil/ane_cliffs.json"},
         "exp_underflow": {"fp16": FP16_EXP_UNDERFLOW, "fp32": FP32_EXP_UNDERFLOW},
         "mask_spread_limit_fp16": MASK_SPREAD_LIMIT, "score_clamp": SCORE_CLAMP,
-        "reference": "FP32 torch BC1SBody (model/bc1s/models.py) on body_inputs, forward hooks; attention intermediates "
-                     "reported by the attention module's analysis observer; gelu recomputed from the input conv",
+        "reference": "FP32 torch BC1SBody (model/bc1s/models.py) on body_inputs, forward hooks; attention "
+                     "intermediates reported by the attention module's analysis observer; gelu recomputed from the "
+                     "input conv",
         "questions": {"fixture_sha256": fixture_sha256() if questions is None else None,
                       "lengths": sorted(int(x) for x in lengths),
                       "evaluated": sum(len(v) for v in by_bucket.values()),
@@ -474,7 +476,6 @@ def write_range_evidence(checkpoint, path, lengths=BUCKET_LENGTHS) -> dict:
     import json
 
     from ..core.cli import atomic_file
-
     from ..core.torch_threads import single_torch_thread
 
     with single_torch_thread():  # many small FP32 ops: one thread spares them the thread hand-off

@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..core.buckets import MASK_BIAS
 from ..model.bc1s.bert import BertBC1SLayer
 from ..model.bc1s.ffn import GeGLUConv
 from ..model.bc1s.models import BC1SBody
 from ..model.bc1s.norm import ChannelLayerNorm
-from ..core.buckets import MASK_BIAS
 
 VISIBLE_FLOOR = MASK_BIAS + 20.0  # a visible score below this is as suppressed as a masked key
 

@@ -79,7 +79,8 @@ def render_repository(repo: Path, evidence_dir: str = EVIDENCE_DIR) -> Rendered:
     if reproduce_root.is_dir():
         body = "\n".join(run_sections(ledger, reproduce_root))
         lines += ["## The reproduce chain on `builtin:tiny`", "",
-                  f"The README's main command, run once with its evidence committed under `{evidence_dir}/{REPRODUCE_DIR}/`.",
+                  "The README's main command, run once with its evidence committed under "
+                  f"`{evidence_dir}/{REPRODUCE_DIR}/`.",
                   "", ("\n" + body).replace("\n## ", "\n### ").lstrip("\n")]
     from .sections_real_weights import (
         section_real_weights,  # benchmarks/evidence/real-weights-minilm, when present

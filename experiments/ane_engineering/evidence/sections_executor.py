@@ -26,14 +26,14 @@ def section_executor_models(ev: Evidence) -> list[str]:
         strict = ("models", i, "fp16_strict")
         lines.append(
             f"| {row['model']} | {ev.fig('models', i, 'executor_max_abs_error', fmt='num5')} | "
-            f"{ev.fig('models', i, 'torch_fp16_max_abs_error', fmt='num5')} | {ev.fig('models', i, 'ratio', fmt='.2f')} | "
-            f"{ev.fig('models', i, 'bound', fmt='num5')} | {'pass' if row['passes'] else 'FAIL'} | "
-            f"{ev.fig(*strict, 'executor_max_abs_error', fmt='num5')} | "
+            f"{ev.fig('models', i, 'torch_fp16_max_abs_error', fmt='num5')} | "
+            f"{ev.fig('models', i, 'ratio', fmt='.2f')} | {ev.fig('models', i, 'bound', fmt='num5')} | "
+            f"{'pass' if row['passes'] else 'FAIL'} | {ev.fig(*strict, 'executor_max_abs_error', fmt='num5')} | "
             f"{'pass' if ev.value(*strict, 'passes') else 'FAIL'} |")
     lines += ["", ("The encoders take an `attention_mask` with padding (their programs hold `gather_nd`); the GRU "
-                  "converts to a `while_loop`, the LSTM to `lstm`. The conversions need two fixes with the coremltools, NumPy "
-                  "and transformers versions the evidence records (the scalar cast of `aten::Int`/`aten::Bool`, and "
-                  "a converter for `aten::new_ones`)."),
+                  "converts to a `while_loop`, the LSTM to `lstm`. The conversions need two fixes with the "
+                  "coremltools, NumPy and transformers versions the evidence records (the scalar cast of "
+                  "`aten::Int`/`aten::Bool`, and a converter for `aten::new_ones`)."),
               ""]
     return lines
 

@@ -44,13 +44,15 @@ def section_cost_model(ev: Evidence) -> list[str]:
         lines.append(f"| {ev.fig(*row, 'length', fmt='d')} | {ev.fig(*row, 'gflops', fmt='.2f')} | "
                      f"{ev.fig(*row, 'compulsory_mb', fmt='.1f')} | {ev.fig(*row, 'unfused_mb', fmt='.1f')} | "
                      f"{ev.fig(*row, 'floor_ms', fmt='.3f')} | {ev.fig(*row, 'bound')} | "
-                     f"{ev.fig(*row, 'unfused_floor_ms', fmt='.3f')} | {ev.fig(*row, 'lxl_einsum_flops_share', fmt='.3f')} "
-                     f"| {ev.fig(*row, 'lxl_tensor_ops_bytes_share', fmt='.3f')} |")
+                     f"{ev.fig(*row, 'unfused_floor_ms', fmt='.3f')} | "
+                     f"{ev.fig(*row, 'lxl_einsum_flops_share', fmt='.3f')} | "
+                     f"{ev.fig(*row, 'lxl_tensor_ops_bytes_share', fmt='.3f')} |")
     return lines + [""] + _reference_run_lines(ev)
 
 
 def _reference_run_lines(cost: Evidence) -> list[str]:
-    """The reference run's timings (from core/reference_run.json) beside the floors the cost-model evidence set them by."""
+    """The reference run's timings (from core/reference_run.json) beside the floors the cost-model evidence set them
+    by."""
     ref = cost.ledger.open(cost.ledger.root / REFERENCE_RUN_FILE)
     measurements = {m["id"]: i for i, m in enumerate(ref.value("timings", "measurements"))}
     machine, software = ("machine",), ("software",)
@@ -82,7 +84,8 @@ def section_executor(ev: Evidence) -> list[str]:
     alone = ("executor_alone",)
     return ["### The mil executor at full size", "",
             (f"Body at L{ev.fig('package', 'length', fmt='d')}, synthetic inputs, executor and BC1S torch FP32 forward "
-            f"alternating in one process ({ev.fig('rounds', fmt='d')} rounds). Evidence {link(ev)}, {harness_label(ev)}."), "",
+            f"alternating in one process ({ev.fig('rounds', fmt='d')} rounds). Evidence {link(ev)}, "
+            f"{harness_label(ev)}."), "",
             ("| mil p50 (s) | torch FP32 p50 (s) | ratio p50 | executor alone: peak RSS (GB) | load (s) | "
             "max option-logit difference |"), "|---|---|---|---|---|---|",
             (f"| {ev.fig('mil_p50_seconds', fmt='.2f')} | {ev.fig('torch_p50_seconds', fmt='.2f')} | "
@@ -109,10 +112,12 @@ def section_kmeans(ev: Evidence) -> list[str]:
         run = ("runs", index)
         exact, ct = (*run, "exact"), (*run, "coremltools")
         lines.append(f"| {ev.fig(*run, 'bits', fmt='d')} | {ev.fig(*exact, 'stats', 'group_size', fmt='d')} | "
-                     f"{ev.fig(*exact, 'palettize_seconds', fmt='.1f')} | {ev.fig(*ct, 'palettize_seconds', fmt='.1f')} "
-                     f"| {ev.fig(*run, 'speedup', fmt='.1f')} | {rss(*exact)} | {rss(*ct)} | "
+                     f"{ev.fig(*exact, 'palettize_seconds', fmt='.1f')} | "
+                     f"{ev.fig(*ct, 'palettize_seconds', fmt='.1f')} | {ev.fig(*run, 'speedup', fmt='.1f')} | "
+                     f"{rss(*exact)} | {rss(*ct)} | "
                      f"{ev.fig(*run, 'sse', 'not_worse', fmt='d')}/{ev.fig(*run, 'sse', 'groups', fmt='d')} | "
-                     f"{ev.fig(*run, 'sse', 'ratio_max', fmt='.6f')} | {ev.fig(*run, 'sse', 'total_ratio', fmt='.6f')} |")
+                     f"{ev.fig(*run, 'sse', 'ratio_max', fmt='.6f')} | "
+                     f"{ev.fig(*run, 'sse', 'total_ratio', fmt='.6f')} |")
     return lines + [""]
 
 
@@ -122,10 +127,11 @@ def section_reweight(ev: Evidence) -> list[str]:
                       for i in range(len(ev.value(*warm, "reweight_seconds"))))
     median = ev.fig(*warm, "reweight_median_seconds", fmt=".3f")
     return ["### Delta weight update (reweight) against re-export", "",
-            (f"A same-architecture checkpoint into the L{ev.fig('parent', 'length', fmt='d')} body. Evidence {link(ev)}, "
-            f"{harness_label(ev)}. Identical to a fresh export: **{ev.value('identical_to_fresh_export')}** "
-            f"({ev.fig('blobs_rewritten', fmt='d')} blobs rewritten); the in-process reweights identical to the "
-            f"in-process probe: **{ev.value(*warm, 'reweights_identical_to_probe')}**."), "",
+            (f"A same-architecture checkpoint into the L{ev.fig('parent', 'length', fmt='d')} body. Evidence "
+             f"{link(ev)}, {harness_label(ev)}. Identical to a fresh export: "
+             f"**{ev.value('identical_to_fresh_export')}** ({ev.fig('blobs_rewritten', fmt='d')} blobs rewritten); the "
+             f"in-process reweights identical to the in-process probe: "
+             f"**{ev.value(*warm, 'reweights_identical_to_probe')}**."), "",
             "| | re-export (s) | reweight (s) | speed-up |", "|---|---|---|---|",
             (f"| fresh processes (commands) | {ev.fig('export_command_seconds', fmt='.1f')} | "
             f"{ev.fig('reweight_command_seconds', fmt='.2f')} | {ev.fig('speedup_commands', fmt='.1f')} |"),
@@ -162,11 +168,12 @@ def section_calibration(ev: Evidence) -> list[str]:
              "per-op (ms) | traffic (ms) | boundary (ms) | program |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for index, point in enumerate(ev.value(*fit, "points")):
         at, terms = (*fit, "points", index), (*fit, "points", index, "terms")
-        lines.append(f"| {ev.fig(*at, 'id')} | {ev.fig(*at, 'scope')} | {ev.fig(*at, 'totals', 'non_constant_ops', fmt='d')}"
-                     f" | {ev.fig(*at, 'measured_ms', fmt='.3f')} | {ev.fig(*at, 'predicted_ms', fmt='.3f')} | "
-                     f"{ev.fig(*at, 'relative_residual', fmt='+.1%')} | {ev.fig(*terms, 'floor_ms', fmt='.3f')} | "
-                     f"{ev.fig(*terms, 'per_op_ms', fmt='.3f')} | {ev.fig(*terms, 'traffic_ms', fmt='.3f')} | "
-                     f"{ev.fig(*terms, 'boundary_ms', fmt='.3f')} | `{point['program_sha256'][:12]}` |")
+        lines.append(f"| {ev.fig(*at, 'id')} | {ev.fig(*at, 'scope')} | "
+                     f"{ev.fig(*at, 'totals', 'non_constant_ops', fmt='d')} | {ev.fig(*at, 'measured_ms', fmt='.3f')} "
+                     f"| {ev.fig(*at, 'predicted_ms', fmt='.3f')} | {ev.fig(*at, 'relative_residual', fmt='+.1%')} | "
+                     f"{ev.fig(*terms, 'floor_ms', fmt='.3f')} | {ev.fig(*terms, 'per_op_ms', fmt='.3f')} | "
+                     f"{ev.fig(*terms, 'traffic_ms', fmt='.3f')} | {ev.fig(*terms, 'boundary_ms', fmt='.3f')} | "
+                     f"`{point['program_sha256'][:12]}` |")
     lines.append("")
     for index in range(len(ev.value(*model, "notes"))):
         lines.append(f"- {ev.fig(*model, 'notes', index)}")
@@ -176,19 +183,19 @@ def section_calibration(ev: Evidence) -> list[str]:
 def section_long_attention(ev: Evidence) -> list[str]:
     chip, cmp = ev.value("chip"), ("comparison",)
     lines = ["### Long requests: dense against windowed local attention", "",
-             (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not "
-              f"tuned on either layout here). Evidence {link(ev)}, {harness_label(ev)}; per-chip predictions are in the "
-              "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md, from the per-head attention "
-              "to where the L1024 bytes went): one "
-              "score einsum per head with the full-attention layers' key bias folded into it, each norm weight inside "
-              "its layer_norm op, the last head layer on the marker columns; the windowed layout runs the "
-              "sliding-window layers in query tiles."), "",
+             (f"{ev.fig('label')}, by the calibrated model above (fitted to the reference run's dense graph, not tuned "
+              f"on either layout here). Evidence {link(ev)}, {harness_label(ev)}; per-chip predictions are in the "
+              "evidence (`by_chip`). Both layouts are the current export (ANE_MATH.md, from the per-head attention to "
+              "where the L1024 bytes went): one score einsum per head with the full-attention layers' key bias folded "
+              "into it, each norm weight inside its layer_norm op, the last head layer on the marker columns; the "
+              "windowed layout runs the sliding-window layers in query tiles."), "",
              (f"| layout | bucket | predicted body {chip} (ms) | predicted request {chip} (ms) | GFLOP | compulsory MB "
               "| unfused MB | non-constant ops | package |"), "|---|---|---|---|---|---|---|---|---|"]
     for layout in ev.value("layouts"):
         for bucket in ev.value("layouts", layout, "buckets"):
             at = ("layouts", layout, "buckets", bucket)
-            lines.append(f"| {layout} | {ev.fig(*at, 'length', fmt='d')} | {ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
+            lines.append(f"| {layout} | {ev.fig(*at, 'length', fmt='d')} | "
+                         f"{ev.fig(*at, 'predicted_body_ms', fmt='.2f')} | "
                          f"{ev.fig(*at, 'predicted_request_ms', fmt='.2f')} | {ev.fig(*at, 'gflop', fmt='.2f')} | "
                          f"{ev.fig(*at, 'compulsory_mb', fmt='.1f')} | {ev.fig(*at, 'unfused_mb', fmt='.1f')} | "
                          f"{ev.fig(*at, 'non_constant_ops', fmt='d')} | "
@@ -201,18 +208,20 @@ def section_long_attention(ev: Evidence) -> list[str]:
         else:
             versus = f"not below it: {ev.fig(*cmp, 'above_mlx_ms', fmt='.2f')} ms above"
         lines += [(f"Windowed request at L{ev.fig('layouts', 'windowed', 'buckets', '1024', 'length', fmt='d')} on the "
-                   f"{ev.fig(*cmp, 'chip')}: **{ev.fig(*cmp, 'windowed_predicted_request_ms', fmt='.2f')} ms predicted** "
-                   f"against MLX's {ev.fig(*cmp, 'mlx_p50_ms', fmt='.2f')} ms (ratio {ev.fig(*cmp, 'ratio_to_mlx', fmt='.3f')}"
-                   f"), {versus}; the aim, {ev.fig(*cmp, 'aim_ratio_to_mlx', fmt='.1f')}x MLX = "
-                   f"{ev.fig(*cmp, 'aim_ms', fmt='.2f')} ms, is {ev.fig(*cmp, 'above_aim_ms', fmt='.2f')} ms away. The "
-                   f"windowed request is {ev.fig(*cmp, 'windowed_over_dense_predicted', fmt='.3f')}x the dense one. What "
-                   f"bounds it: the roofline floor {ev.fig(*terms, 'floor_ms', fmt='.2f')} ms "
-                   f"({ev.fig(*cmp, 'floor_bound')}-bound), per-op {ev.fig(*terms, 'per_op_ms', fmt='.2f')} ms, activation "
-                   f"traffic {ev.fig(*terms, 'traffic_ms', fmt='.2f')} ms ({ev.fig(*cmp, 'terms_share', 'traffic_ms', fmt='.0%')}"
-                   f" of it), boundary {ev.fig(*terms, 'boundary_ms', fmt='.2f')} ms. With no activation traffic at all the "
-                   f"model's request would be {ev.fig(*cmp, 'no_traffic_ms', fmt='.2f')} ms: the traffic an unfused "
-                   "schedule writes and reads back is what stands between this graph and the aim. Where it comes from "
-                   "at this bucket (unfused MB per category; the windowed layers' tile contractions count as `other`, since "
+                   f"{ev.fig(*cmp, 'chip')}: **{ev.fig(*cmp, 'windowed_predicted_request_ms', fmt='.2f')} ms "
+                   f"predicted** against MLX's {ev.fig(*cmp, 'mlx_p50_ms', fmt='.2f')} ms (ratio "
+                   f"{ev.fig(*cmp, 'ratio_to_mlx', fmt='.3f')}), {versus}; the aim, "
+                   f"{ev.fig(*cmp, 'aim_ratio_to_mlx', fmt='.1f')}x MLX = {ev.fig(*cmp, 'aim_ms', fmt='.2f')} ms, is "
+                   f"{ev.fig(*cmp, 'above_aim_ms', fmt='.2f')} ms away. The windowed request is "
+                   f"{ev.fig(*cmp, 'windowed_over_dense_predicted', fmt='.3f')}x the dense one. What bounds it: the "
+                   f"roofline floor {ev.fig(*terms, 'floor_ms', fmt='.2f')} ms ({ev.fig(*cmp, 'floor_bound')}-bound), "
+                   f"per-op {ev.fig(*terms, 'per_op_ms', fmt='.2f')} ms, activation traffic "
+                   f"{ev.fig(*terms, 'traffic_ms', fmt='.2f')} ms "
+                   f"({ev.fig(*cmp, 'terms_share', 'traffic_ms', fmt='.0%')} of it), boundary "
+                   f"{ev.fig(*terms, 'boundary_ms', fmt='.2f')} ms. With no activation traffic at all the model's "
+                   f"request would be {ev.fig(*cmp, 'no_traffic_ms', fmt='.2f')} ms: the traffic an unfused schedule "
+                   "writes and reads back is what stands between this graph and the aim. Where it comes from at this "
+                   "bucket (unfused MB per category; the windowed layers' tile contractions count as `other`, since "
                    "they make no L x L tensor):"), "",
                   "| category | dense MB | windowed MB | dense ops | windowed ops |", "|---|---|---|---|---|"]
         for category in ev.value(*cmp, "unfused_mb_by_category"):
@@ -226,7 +235,8 @@ def section_long_attention(ev: Evidence) -> list[str]:
                    f"{ev.fig(*scan, 'label')}): the lowest predicted body is at T = "
                    f"**{ev.fig(*scan, 'lowest_predicted_body_tile', fmt='d')}**; the default tile is "
                    f"{ev.fig(*scan, 'default_tile', fmt='d')} (ANE_MATH.md, choosing the tile size)."), "",
-                  f"| tile | predicted body {chip} (ms) | predicted request {chip} (ms) | unfused MB | non-constant ops |",
+                  f"| tile | predicted body {chip} (ms) | predicted request {chip} (ms) | unfused MB | "
+                  "non-constant ops |",
                   "|---|---|---|---|---|"]
         for tile in ev.value(*scan, "tiles"):
             at = (*scan, "tiles", tile)

@@ -1,7 +1,8 @@
 """ANE_BENCHMARKS.md sections of the latency predictor: the leave-one-out band of the calibration, the out-of-sample
 check against public Neural Engine latencies (benchmarks/evidence/predict_check.json), the crossover against an MLX
-curve (benchmarks/evidence/crossover_mmbert_base_shape.json), and the calibration re-derived on the restored reference-run layout (benchmarks/evidence/
-cost_calibration_reference_run_layout.json). Every figure is a field of those files (ledger.py)."""
+curve (benchmarks/evidence/crossover_mmbert_base_shape.json), and the calibration re-derived on the restored
+reference-run layout (benchmarks/evidence/cost_calibration_reference_run_layout.json). Every figure is a field of
+those files (ledger.py)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,11 @@ def section_checks(ev: Evidence) -> list[str]:
               "|---|---|---|---|---|---|"]
     for layout in ev.value("summary"):
         at = ("summary", layout)
-        lines.append(f"| {layout} | {ev.fig(*at, 'points', fmt='d')} | {ev.fig(*at, 'median_relative_error', fmt='+.1%')}"
-                     f" | {ev.fig(*at, 'median_absolute_relative_error', fmt='.1%')} | "
-                     f"{ev.fig(*at, 'max_absolute_relative_error', fmt='.1%')} | {ev.fig(*at, 'inside_band', fmt='d')} |")
+        lines.append(f"| {layout} | {ev.fig(*at, 'points', fmt='d')} | "
+                     f"{ev.fig(*at, 'median_relative_error', fmt='+.1%')} | "
+                     f"{ev.fig(*at, 'median_absolute_relative_error', fmt='.1%')} | "
+                     f"{ev.fig(*at, 'max_absolute_relative_error', fmt='.1%')} | "
+                     f"{ev.fig(*at, 'inside_band', fmt='d')} |")
     lines.append("")
     if "findings" in ev.data:
         lines += [f"- {ev.fig('findings', i)}" for i in range(len(ev.value("findings")))] + [""]
@@ -84,15 +87,18 @@ def section_crossover(ev: Evidence) -> list[str]:
              f"{ev.fig('label')}. Evidence {link(ev)}, {harness_label(ev)}.", ""]
     for layout in ev.value(*cross, "layouts"):
         at = (*cross, "layouts", layout)
-        curve = ", ".join(f"L{ev.fig(*at, 'mlx_curve', j, 'length', fmt='d')} {ev.fig(*at, 'mlx_curve', j, 'ms', fmt='.2f')} ms"
+        curve = ", ".join(f"L{ev.fig(*at, 'mlx_curve', j, 'length', fmt='d')} "
+                          f"{ev.fig(*at, 'mlx_curve', j, 'ms', fmt='.2f')} ms"
                           for j in range(len(ev.value(*at, "mlx_curve"))))
-        counted = ", ".join(f"L{ev.fig(*at, 'counted_at', j, fmt='d')}" for j in range(len(ev.value(*at, "counted_at"))))
-        slower = ", ".join(f"L{ev.fig(*at, 'ane_slower_at', j, fmt='d')}" for j in range(len(ev.value(*at, "ane_slower_at"))))
-        lines.append(f"`{ev.value(*cross, 'source')}`, {layout} layout, on the {ev.fig(*cross, 'chip')}, against the MLX "
-                     f"curve ({curve}). {ev.fig(*at, 'rule')}. **Crossover {_length(ev, *at, 'crossover_length')}**; "
-                     f"Neural Engine predicted faster up to {_length(ev, *at, 'ane_faster_up_to')}; not faster at "
-                     f"{slower or 'no length'}. Totals counted exactly at {counted} and evaluated by the quadratic "
-                     "identity in between.")
+        counted = ", ".join(f"L{ev.fig(*at, 'counted_at', j, fmt='d')}"
+                            for j in range(len(ev.value(*at, "counted_at"))))
+        slower = ", ".join(f"L{ev.fig(*at, 'ane_slower_at', j, fmt='d')}"
+                           for j in range(len(ev.value(*at, "ane_slower_at"))))
+        lines.append(f"`{ev.value(*cross, 'source')}`, {layout} layout, on the {ev.fig(*cross, 'chip')}, against the "
+                     f"MLX curve ({curve}). {ev.fig(*at, 'rule')}. **Crossover "
+                     f"{_length(ev, *at, 'crossover_length')}**; Neural Engine predicted faster up to "
+                     f"{_length(ev, *at, 'ane_faster_up_to')}; not faster at {slower or 'no length'}. Totals counted "
+                     f"exactly at {counted} and evaluated by the quadratic identity in between.")
         lines += ["", "| L | predicted ANE request (ms) | MLX curve (ms) | ANE faster |", "|---|---|---|---|"]
         for j, row in enumerate(ev.value(*at, "rows")):
             r = (*at, "rows", j)
@@ -115,8 +121,8 @@ def section_recalibration(ev: Evidence) -> list[str]:
                      f"{'yes' if row['identical_as_of_committed_date'] else 'no'} | "
                      f"`{row['export_harness_sha256'][:12]}` | "
                      f"{ev.fig(*at, 'committed_ops', fmt='d')} | {ev.fig(*at, 'reexported_ops', fmt='d')} |")
-    lines += ["", (f"Re-derived parameters: per-op {ev.fig('fit', 'derived', 'per_op_us', fmt='.3f')} us, traffic factor "
-                   f"{ev.fig('fit', 'parameters', 'traffic_factor', fmt='.3f')} (committed: per-op "
+    lines += ["", (f"Re-derived parameters: per-op {ev.fig('fit', 'derived', 'per_op_us', fmt='.3f')} us, traffic "
+                   f"factor {ev.fig('fit', 'parameters', 'traffic_factor', fmt='.3f')} (committed: per-op "
                    f"{ev.fig('comparison', 'committed_per_op_us', fmt='.3f')} us, traffic factor "
                    f"{ev.fig('comparison', 'committed_traffic_factor', fmt='.3f')})."), ""]
     return lines

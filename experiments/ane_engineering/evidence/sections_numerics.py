@@ -25,8 +25,8 @@ def _scale(ev: Evidence, i: int) -> str:
 
 
 def _headroom_rows(ev: Evidence) -> list[str]:
-    lines = ["| bucket | layout | --fp16-scale (K) | questions | minimum headroom | tightest op (type, cliff) | its max "
-             "abs value | tightest matmul-class op | tightest width-offset slice | ops measured | gate |",
+    lines = ["| bucket | layout | --fp16-scale (K) | questions | minimum headroom | tightest op (type, cliff) | its "
+             "max abs value | tightest matmul-class op | tightest width-offset slice | ops measured | gate |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, run in enumerate(ev.value("runs")):
         h = ("runs", i, "headroom")

@@ -17,10 +17,10 @@ def section_numpy_pin(ev: Evidence) -> list[str]:
     versions = ", ".join(f"{label}: NumPy {ev.fig(*envs, label, 'versions', 'numpy')}" for label in ENVIRONMENTS)
     lines = ["### NumPy pin of the `convert` extra", "",
              (f"The same checkout in two environments ({versions}; coremltools "
-              f"{ev.fig(*envs, 'pinned', 'versions', 'coremltools')}, torch {ev.fig(*envs, 'pinned', 'versions', 'torch')}"
-              "). Tiny ordinary models converted by plain coremltools, none of the project's converter fixes "
-              "(`workflows/benchmarks/ordinary_conversions.py`), and the project's own exports' content hashes. "
-              f"Evidence {link(ev)}, {harness_label(ev)}."), "",
+              f"{ev.fig(*envs, 'pinned', 'versions', 'coremltools')}, torch "
+              f"{ev.fig(*envs, 'pinned', 'versions', 'torch')}). Tiny ordinary models converted by plain coremltools, "
+              "none of the project's converter fixes (`workflows/benchmarks/ordinary_conversions.py`), and the "
+              f"project's own exports' content hashes. Evidence {link(ev)}, {harness_label(ev)}."), "",
              "| model | unpinned | pinned | error outside the pin |", "|---|---|---|---|"]
     for name in ev.value("ordinary_conversions_converted"):
         row = ev.value("ordinary_conversions_converted", name)

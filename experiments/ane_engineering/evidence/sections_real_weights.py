@@ -51,10 +51,10 @@ def section_probes(ledger: Ledger, root: Path) -> list[str]:
              "| kind | bucket | non-constant ops | static violations | layout max abs | convert (s) | evidence |",
              "|---|---|---|---|---|---|---|"]
     for ev in probes:
-        lines.append(f"| {ev.fig('kind')} | {ev.fig('length', fmt='d')} | {ev.fig('mil_ops', 'non_constant', fmt='d')} | "
-                     f"{ev.fig('placement', 'static', 'violations', fmt='d')} | "
-                     f"{ev.fig('layout_check', 'max_abs', fmt='num3')} | {ev.fig('export', 'convert_seconds', fmt='.1f')} "
-                     f"| {link(ev)} |")
+        lines.append(f"| {ev.fig('kind')} | {ev.fig('length', fmt='d')} | {ev.fig('mil_ops', 'non_constant', fmt='d')} "
+                     f"| {ev.fig('placement', 'static', 'violations', fmt='d')} | "
+                     f"{ev.fig('layout_check', 'max_abs', fmt='num3')} | "
+                     f"{ev.fig('export', 'convert_seconds', fmt='.1f')} | {link(ev)} |")
     return lines + ["", f"Source weights `{probes[0].value('source', 'weights_sha256')[:16]}`, harness "
                         f"`{probes[0].value('harness', 'sha256')[:16]}`.", ""]
 
@@ -66,24 +66,25 @@ def section_embedding_validation(ledger: Ledger, root: Path) -> list[str]:
     ev = ledger.open(path)
     gates = ("gates",)
     lines = ["#### Validation against FP32 golden embeddings", "",
-             f"Backend `{ev.value('backend', 'backend')}`; gates (core/gates.py, from one budget: no similarity between two "
-             f"texts may move by more than {ev.fig(*gates, 'similarity_error_max')}): cosine to golden >= "
+             f"Backend `{ev.value('backend', 'backend')}`; gates (core/gates.py, from one budget: no similarity "
+             f"between two texts may move by more than {ev.fig(*gates, 'similarity_error_max')}): cosine to golden >= "
              f"{ev.fig(*gates, 'cosine_min', fmt='.8f')}, max abs error <= {ev.fig(*gates, 'abs_max', fmt='.6f')}, no "
              f"resolved pair of the similarity ranking swapped (tie band {ev.fig(*gates, 'rank_tie_band')}), "
              f"{ev.fig(*gates, 'repeats', fmt='d')} repeated calls bit-identical. Evidence: {link(ev)}; passed: "
              f"**{ev.value('passed')}**. Largest pooled norm before normalisation over the golden texts: "
              f"{ev.fig('golden', 'max_pooled_norm', fmt='.3f')}.", "",
-             "| bucket | passed / evaluated | skipped | min cosine | max cosine distance | max abs err | max norm deviation | "
-             "max similarity err | resolved pairs swapped | tie pairs swapped | identical rankings | top-1 neighbour | "
-             "repeats identical |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| bucket | passed / evaluated | skipped | min cosine | max cosine distance | max abs err | max norm "
+             "deviation | max similarity err | resolved pairs swapped | tie pairs swapped | identical rankings | top-1 "
+             "neighbour | repeats identical |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for length in ev.value("summary"):
         row, ranking = ("summary", length), ("summary", length, "ranking")
         lines.append(
-            f"| {ev.fig(*row, 'length', fmt='d')} | {ev.fig(*row, 'passed_texts', fmt='d')}/{ev.fig(*row, 'evaluated', fmt='d')} "
-            f"| {ev.fig(*row, 'skipped', fmt='len')} | {ev.fig(*row, 'min_cosine', fmt='.8f')} | "
+            f"| {ev.fig(*row, 'length', fmt='d')} | "
+            f"{ev.fig(*row, 'passed_texts', fmt='d')}/{ev.fig(*row, 'evaluated', fmt='d')} | "
+            f"{ev.fig(*row, 'skipped', fmt='len')} | {ev.fig(*row, 'min_cosine', fmt='.8f')} | "
             f"{ev.fig(*row, 'max_cosine_distance', fmt='.2e')} | {ev.fig(*row, 'max_abs_error', fmt='.6f')} | "
-            f"{ev.fig(*row, 'max_norm_deviation', fmt='.2e')} | {ev.fig(*ranking, 'max_similarity_error', fmt='.6f')} | "
-            f"{ev.fig(*ranking, 'resolved_pairs_swapped', fmt='d')}/{ev.fig(*ranking, 'resolved_pairs', fmt='d')} | "
+            f"{ev.fig(*row, 'max_norm_deviation', fmt='.2e')} | {ev.fig(*ranking, 'max_similarity_error', fmt='.6f')} "
+            f"| {ev.fig(*ranking, 'resolved_pairs_swapped', fmt='d')}/{ev.fig(*ranking, 'resolved_pairs', fmt='d')} | "
             f"{ev.fig(*ranking, 'tie_pairs_swapped', fmt='d')} | "
             f"{ev.fig(*ranking, 'anchors_with_identical_ranking', fmt='d')}/{ev.fig(*ranking, 'anchors', fmt='d')} | "
             f"{ev.fig(*ranking, 'top1_neighbour_agreement', fmt='d')}/{ev.fig(*ranking, 'anchors', fmt='d')} | "
@@ -100,7 +101,7 @@ def section_range_comparison(ledger: Ledger, real: Evidence, randoms: list[tuple
              "site group; outlier channels are those whose largest |value| is at least `OUTLIER_RATIO` times the "
              "median channel's (evidence/fp16_range.py; channel numbers in code spans, each with the number of the "
              "group's sites where it is an outlier).", "",
-             f"| site | trained: max abs | trained: verdict | trained: top channel / median | trained: outlier channels "
+             "| site | trained: max abs | trained: verdict | trained: top channel / median | trained: outlier channels "
              f"| {header} |", "|---|---|---|---|---|" + "---|" * len(randoms)]
     for real_group, random_group, label in RANGE_ROWS:
         if real_group not in real.value(*groups):
@@ -130,7 +131,8 @@ def section_range_comparison(ledger: Ledger, real: Evidence, randoms: list[tuple
 
 def section_changes(ledger: Ledger, emb: Path, dec: Path, tiny: Path) -> list[str]:
     """What trained weights changed against random ones, every figure from the evidence."""
-    need = [emb / "validation.json", emb / "sweep" / "sweep.json", dec / "validation.json", dec / "sweep" / "sweep.json",
+    need = [emb / "validation.json", emb / "sweep" / "sweep.json", dec / "validation.json",
+            dec / "sweep" / "sweep.json",
             dec / "fp16_range.json", tiny / "validation.json", tiny / "sweep" / "sweep.json", tiny / "fp16_range.json"]
     if not all(path.is_file() for path in need):
         return []
@@ -167,11 +169,11 @@ def section_changes(ledger: Ledger, emb: Path, dec: Path, tiny: Path) -> list[st
         + " Uniform LUTs suffer most: trained weight rows hold a few entries far outside their spread, on which a "
         f"min-max LUT spends its levels (`w4-uniform-g32` leaves a smallest embedding cosine of "
         f"{emb_sweep.fig(*emb_w4u, 'min_cosine', fmt='.4f')}).",
-        f"- The embedding cosine gate is a guarantee for every pair of texts, not only the fixture's: `w8-kmeans-g32` "
+        "- The embedding cosine gate is a guarantee for every pair of texts, not only the fixture's: `w8-kmeans-g32` "
         f"moves the fixture's similarities by at most {emb_sweep.fig(*emb_w8, 'max_similarity_error', fmt='.4f')} "
         f"(within the budget of {emb_sweep.fig('gate', 'similarity_error_max')}) and swaps "
-        f"{emb_sweep.fig(*emb_w8, 'resolved_pairs_swapped', fmt='d')} resolved pairs, yet fails at a cosine distance of "
-        f"{emb_sweep.fig(*emb_w8, 'max_cosine_distance', fmt='.2e')}: a direction error that size could move some "
+        f"{emb_sweep.fig(*emb_w8, 'resolved_pairs_swapped', fmt='d')} resolved pairs, yet fails at a cosine distance "
+        f"of {emb_sweep.fig(*emb_w8, 'max_cosine_distance', fmt='.2e')}: a direction error that size could move some "
         "other pair's similarity past the budget.",
         "",
     ]
@@ -205,7 +207,8 @@ def section_real_weights(ledger: Ledger, evidence_root: Path, tiny_root: Path, m
 
 
 
-COMPRESSION_DIRS = (("compression-minilm", "Compression on the real weights (`builtin:minilm-decision`, `all-minilm-l6-v2`)"),
+COMPRESSION_DIRS = (("compression-minilm",
+                     "Compression on the real weights (`builtin:minilm-decision`, `all-minilm-l6-v2`)"),
                     ("compression-builtin-tiny", "Compression on `builtin:tiny`"))
 
 
@@ -215,7 +218,8 @@ def _sweep_lines(ledger: Ledger, path: Path, title: str) -> list[str]:
     from .sweep_report import markdown_table
 
     ev = ledger.open(path)
-    lines = [f"##### {title}", "", f"Evidence: {link(ev)}; {ev.fig('seconds', fmt='.0f')} s on {ev.fig('jobs', fmt='d')} "
+    lines = [f"##### {title}", "",
+             f"Evidence: {link(ev)}; {ev.fig('seconds', fmt='.0f')} s on {ev.fig('jobs', fmt='d')} "
              f"job(s), executor `{ev.value('executor')}`.", "", markdown_table(ev, evidence_name=path.name)]
     png = path.parent / "sweep.png"
     if png.is_file():
@@ -231,18 +235,19 @@ def _sse_lines(ledger: Ledger, path: Path) -> list[str]:
              f"Evidence: {link(ev)}. Per LUT group, the squared error against the FP16 weights of each package "
              "(unweighted objective); 'not worse' allows ties (relative "
              + (ev.fig("pairs", 0, "sse", "comparison_rtol", fmt="g") if ev.value("pairs") else "-") + ").", "",
-             "| bits | group | axis | groups | exact not worse | total SSE exact / coremltools | median ratio | worst ratio "
-             "| size exact / coremltools (bytes) | gates exact / coremltools |",
+             "| bits | group | axis | groups | exact not worse | total SSE exact / coremltools | median ratio | worst "
+             "ratio | size exact / coremltools (bytes) | gates exact / coremltools |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, pair in enumerate(ev.value("pairs")):
         row = ("pairs", i)
         lines.append(
-            f"| {ev.fig(*row, 'bits', fmt='d')} | {ev.fig(*row, 'group_size', fmt='d')} | {ev.fig(*row, 'group_axis')} | "
-            f"{ev.fig(*row, 'sse', 'groups', fmt='d')} | {ev.fig(*row, 'sse', 'not_worse', fmt='d')} | "
+            f"| {ev.fig(*row, 'bits', fmt='d')} | {ev.fig(*row, 'group_size', fmt='d')} | {ev.fig(*row, 'group_axis')} "
+            f"| {ev.fig(*row, 'sse', 'groups', fmt='d')} | {ev.fig(*row, 'sse', 'not_worse', fmt='d')} | "
             f"{ev.fig(*row, 'sse', 'total_ratio', fmt='.4f')} | {ev.fig(*row, 'sse', 'ratio_median', fmt='.4f')} | "
             f"{ev.fig(*row, 'sse', 'ratio_max', fmt='.4f')} | {ev.fig(*row, 'package_bytes', 'exact', fmt='d')} / "
             f"{ev.fig(*row, 'package_bytes', 'coremltools', fmt='d')} | "
-            f"{'pass' if pair['passed']['exact'] else 'FAIL'} / {'pass' if pair['passed']['coremltools'] else 'FAIL'} |")
+            f"{'pass' if pair['passed']['exact'] else 'FAIL'} "
+            f"/ {'pass' if pair['passed']['coremltools'] else 'FAIL'} |")
     return lines + [""]
 
 
@@ -257,10 +262,10 @@ def section_compression(ledger: Ledger, evidence_root: Path) -> list[str]:
             continue
         run = ledger.open(root / "compression.json")
         lines += [f"### {title}", "",
-                  f"Made by `python benchmarks/compression.py` ({link(run)}, {run.fig('seconds', fmt='.0f')} s in all). "
-                  "Every candidate is its own sealed package validated under the unchanged gates on the committed "
-                  "golden set and on a held-out set nothing was calibrated or chosen on; Fisher weights and the "
-                  "mixed-bit walk's sensitivities come from the committed calibration sets.", ""]
+                  f"Made by `python benchmarks/compression.py` ({link(run)}, {run.fig('seconds', fmt='.0f')} s in "
+                  "all). Every candidate is its own sealed package validated under the unchanged gates on the "
+                  "committed golden set and on a held-out set nothing was calibrated or chosen on; Fisher weights and "
+                  "the mixed-bit walk's sensitivities come from the committed calibration sets.", ""]
         for family in ("decisions", "embeddings"):
             directory = root / family
             if not directory.is_dir():

@@ -52,7 +52,8 @@ def section_validation(ledger: Ledger, root: Path) -> list[str]:
                      f"{ev.fig(*row, 'skipped', fmt='len')} | {ev.fig(*row, 'max_calibrated_error', fmt='num5')} | "
                      f"{ev.fig(*row, 'max_action_probability_error', fmt='num5')} | "
                      f"{ev.fig(*row, 'max_option_logit_error', fmt='num5')} | "
-                     f"{ev.fig(*row, 'max_action_logit_error', fmt='num5')} | {ev.value(*row, 'repeats', 'identical')} |")
+                     f"{ev.fig(*row, 'max_action_logit_error', fmt='num5')} | "
+                     f"{ev.value(*row, 'repeats', 'identical')} |")
     if ev.value("cross_bucket"):
         lines += ["", (f"Cross-bucket consistency: {ev.fig('cross_bucket', 'questions_in_several_buckets', fmt='d')} "
                       f"questions fit several buckets, {ev.fig('cross_bucket', 'disagreements', fmt='len')} "

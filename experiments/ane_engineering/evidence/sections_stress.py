@@ -34,13 +34,15 @@ def _file_section(ev: Evidence) -> list[str]:
                 f"passing. Evidence {link(ev)}, {harness_label(ev)}.")
     else:
         head = None
-    lines = [head or (f"Source: `{ev.value('stress_source', 'base')}` with |h| {ev.fig(*planted, 'magnitude', fmt='.0f')} at "
-              f"[CLS] in {ev.fig(*planted, 'dims', fmt='len')} dims from layer {ev.fig(*planted, 'onset_layer', fmt='d')} "
-              f"on, decision head margin-fitted (smallest FP32 decision gap "
-              f"{ev.fig('stress_source', 'margins_when_fitted', 'min_decision_logit_gap', fmt='.2f')}). "
-              f"Evidence {link(ev)}, {harness_label(ev)}."), "",
+    lines = [head or (f"Source: `{ev.value('stress_source', 'base')}` with |h| "
+                      f"{ev.fig(*planted, 'magnitude', fmt='.0f')} at [CLS] in {ev.fig(*planted, 'dims', fmt='len')} "
+                      f"dims from layer {ev.fig(*planted, 'onset_layer', fmt='d')} on, decision head margin-fitted "
+                      "(smallest FP32 decision gap "
+                      f"{ev.fig('stress_source', 'margins_when_fitted', 'min_decision_logit_gap', fmt='.2f')}). "
+                      f"Evidence {link(ev)}, {harness_label(ev)}."), "",
              ("| bucket | layout | --fp16-scale | K | headroom before (op) | headroom after (op) | backend | passed | "
-              "validation headroom (op) | questions passed | max calibrated error | max option-logit error | first reason |"),
+              "validation headroom (op) | questions passed | max calibrated error | max option-logit error | "
+              "first reason |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, row in enumerate(ev.value("runs")):
         k = ev.fig("runs", i, "exponent", fmt="d") if "exponent" in row else "-"
@@ -52,10 +54,10 @@ def _file_section(ev: Evidence) -> list[str]:
             reason = reason if len(reason) <= 140 else reason[:137] + "..."
             lines.append(
                 f"| {ev.fig('runs', i, 'length', fmt='d')} | {row['layout']} | {row['fp16_scale']} | {k} | {before} | "
-                f"{after} | {backend} | {'yes' if ev.value(*v, 'passed') else 'no'} | "
-                f"{_validation_headroom(ev, *v)} | "
+                f"{after} | {backend} | {'yes' if ev.value(*v, 'passed') else 'no'} | {_validation_headroom(ev, *v)} | "
                 f"{ev.fig(*v, 'passed_questions', fmt='d')} / {ev.fig(*v, 'evaluated', fmt='d')} | "
-                f"{ev.fig(*v, 'max_calibrated_error', fmt='num5')} | {ev.fig(*v, 'max_option_logit_error', fmt='num5')} | "
+                f"{ev.fig(*v, 'max_calibrated_error', fmt='num5')} | "
+                f"{ev.fig(*v, 'max_option_logit_error', fmt='num5')} | "
                 + (f"`{reason}`" if reason else "") + " |")
     return lines + [""]
 
@@ -66,11 +68,11 @@ def section_stress(ledger: Ledger, root: Path) -> list[str]:
         return []
     lines = ["## Stress source: a massive activation past the matmul cliff, with and without rescaling", "",
              ("A planted massive activation (`checkpoint/builtin_outlier.py`) written by the onset layer's MLP output "
-              "projection, a matmul-class op, so it meets the Neural Engine's matmul cliff; the headroom is the "
-              "mil executor's measurement on the golden questions (`run/mil/headroom.py`, pre-A16 cliffs), the "
-              "validation that of `validate --backend ...` against the FP32 golden; `--fp16-scale auto` is the exact "
-              "rescaling argued in ANE_MATH.md (its FP16 rescaling section) with the K it chose. Without rescaling the package must fail "
-              "closed; rescaled, it must pass every gate with headroom at least the gate's margin."), ""]
+              "projection, a matmul-class op, so it meets the Neural Engine's matmul cliff; the headroom is the mil "
+              "executor's measurement on the golden questions (`run/mil/headroom.py`, pre-A16 cliffs), the validation "
+              "that of `validate --backend ...` against the FP32 golden; `--fp16-scale auto` is the exact rescaling "
+              "argued in ANE_MATH.md (its FP16 rescaling section) with the K it chose. Without rescaling the package "
+              "must fail closed; rescaled, it must pass every gate with headroom at least the gate's margin."), ""]
     for path in files:
         lines += _file_section(ledger.open(path))
     return lines

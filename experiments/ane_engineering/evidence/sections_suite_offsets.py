@@ -86,7 +86,8 @@ def section_assembly(ev: Evidence) -> list[str]:
     left = [(k, i) for k in offsets for i, _ in enumerate(ev.value("offsets", k, "failures"))]
     if left:
         lines += ["", "Failures left:", ""]
-        lines += [f"- offset {ev.fig('offsets', k, 'sample_offset', fmt='d')}: `{ev.value('offsets', k, 'failures', i, 'case')}`: "
+        lines += [f"- offset {ev.fig('offsets', k, 'sample_offset', fmt='d')}: "
+                  f"`{ev.value('offsets', k, 'failures', i, 'case')}`: "
                   f"`{ev.value('offsets', k, 'failures', i, 'reason')[:160]}`" for k, i in left]
     sources = ev.value("sources")
     reruns = [s for i, s in enumerate(sources) if any(t["sample_offset"] == s["sample_offset"] for t in sources[:i])]

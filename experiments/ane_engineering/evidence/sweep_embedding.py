@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..core import gates
 from ..core.figures import Document
-from .sweep_sections import (fig_or_dash, mixed_bits_sections, plot_frontier, setting as _setting,
-                             smallest_passing_line, weighting_comparison)
+from .sweep_sections import fig_or_dash, mixed_bits_sections, plot_frontier, smallest_passing_line, weighting_comparison
+from .sweep_sections import setting as _setting
 
 
 def embedding_row_fields(report: dict) -> dict:
@@ -38,9 +38,9 @@ def measured_gate(sweep: Document) -> bool:
 
 
 def _gate_text(sweep: Document, held: bool) -> str:
-    return (f"gate: no similarity between two texts (a text with itself included) moves by more than "
-            f"{sweep.fig('gate', 'similarity_error_max')}, no resolved pair of the similarity ranking swapped (tie band "
-            f"{sweep.fig('gate', 'rank_tie_band')})"
+    return ("gate: no similarity between two texts (a text with itself included) moves by more than "
+            f"{sweep.fig('gate', 'similarity_error_max')}, no resolved pair of the similarity ranking swapped (tie "
+            f"band {sweep.fig('gate', 'rank_tie_band')})"
             + (f", on the golden texts and on the held-out texts `{sweep.value('heldout', 'fixture', 'path')}` (a "
                "candidate passes only if it passes both)" if held else "")
             + f". Reported, gating the FP16 package only: cosine >= {sweep.fig('gate', 'cosine_min', fmt='.8f')}, "
@@ -48,10 +48,10 @@ def _gate_text(sweep: Document, held: bool) -> str:
 
 
 def _bounds_gate_text(sweep: Document) -> str:
-    return (f"judged when it ran by the gates of that time, the worst-case bounds: cosine >= "
-            f"{sweep.fig('gate', 'cosine_min', fmt='.8f')}, max abs error <= {sweep.fig('gate', 'abs_max', fmt='.6f')}, "
-            f"no resolved pair of the similarity ranking swapped (tie band {sweep.fig('gate', 'rank_tie_band')}); the "
-            "similarity errors were reported beside them.")
+    return ("judged when it ran by the gates of that time, the worst-case bounds: cosine >= "
+            f"{sweep.fig('gate', 'cosine_min', fmt='.8f')}, max abs error <= "
+            f"{sweep.fig('gate', 'abs_max', fmt='.6f')}, no resolved pair of the similarity ranking swapped (tie band "
+            f"{sweep.fig('gate', 'rank_tie_band')}); the similarity errors were reported beside them.")
 
 
 def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
@@ -62,8 +62,9 @@ def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:
     held = sweep.data.get("heldout") is not None
     lines = [
         f"Palettization sweep of the embedding package `{sweep.value('parent', 'path')}` "
-        f"(L{sweep.fig('parent', 'length', fmt='d')}), validated through the `{sweep.value('backend')}` backend against "
-        f"FP32 golden embeddings; " + (_gate_text(sweep, held) if measured_gate(sweep) else _bounds_gate_text(sweep))
+        f"(L{sweep.fig('parent', 'length', fmt='d')}), validated through the `{sweep.value('backend')}` backend "
+        "against FP32 golden embeddings; "
+        + (_gate_text(sweep, held) if measured_gate(sweep) else _bounds_gate_text(sweep))
         + f" Source: `{evidence_name}` (harness `{sweep.value('harness', 'sha256')[:12]}`).",
         "",
         "| candidate | bits | mode | group | axis | weighting | size (MB) | vs FP16 | texts | max similarity err "

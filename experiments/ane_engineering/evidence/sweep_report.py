@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.figures import Document
-from .sweep_sections import (fig_or_dash, mixed_bits_sections, plot_frontier, setting as _setting,
-                             smallest_passing_line, weighting_comparison)
+from .sweep_sections import fig_or_dash, mixed_bits_sections, plot_frontier, smallest_passing_line, weighting_comparison
+from .sweep_sections import setting as _setting
 
 
 def markdown_table(sweep: Document, evidence_name: str = "sweep.json") -> str:

@@ -45,7 +45,8 @@ def weighting_comparison(sweep: Document) -> list[str]:
     held = sweep.data.get("heldout") is not None
     lines = ["", f"Weighted (Fisher) against unweighted k-means, {label} (lower is better"
              + ("; held-out: the set nothing was calibrated or chosen on" if held else "") + "):", "",
-             "| bits | group | axis | unweighted | fisher | held-out unweighted | held-out fisher | weighting on held-out |",
+             "| bits | group | axis | unweighted | fisher | held-out unweighted | held-out fisher | "
+             "weighting on held-out |",
              "|---|---|---|---|---|---|---|---|"]
     for (bits, group, axis), plain, weighted in sorted(pairs, key=lambda p: (-p[0][0], p[0][1], p[0][2])):
         verdict = "-"
@@ -55,8 +56,9 @@ def weighting_comparison(sweep: Document) -> list[str]:
             if a is not None and b is not None:
                 verdict = "better" if b < a else ("WORSE" if b > a else "equal")
         lines.append(
-            f"| {sweep.fig('candidates', plain, 'bits', fmt='d')} | {sweep.fig('candidates', plain, 'group_size', fmt='d')} "
-            f"| {sweep.fig('candidates', plain, 'group_axis')} | {fig_or_dash(sweep, ('candidates', plain, key), fmt)} | "
+            f"| {sweep.fig('candidates', plain, 'bits', fmt='d')} | "
+            f"{sweep.fig('candidates', plain, 'group_size', fmt='d')} | {sweep.fig('candidates', plain, 'group_axis')} "
+            f"| {fig_or_dash(sweep, ('candidates', plain, key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', weighted, key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', plain, 'heldout', key), fmt)} | "
             f"{fig_or_dash(sweep, ('candidates', weighted, 'heldout', key), fmt)} | {verdict} |")
@@ -94,8 +96,8 @@ def mixed_bits_sections(sweep: Document) -> list[str]:
     for i, step in enumerate(walk["steps"]):
         row = ("mixed_bits", "steps", i)
         moved = sweep.fig(*row, "moved") if step["moved"] else "(start)"
-        lines.append(f"| {sweep.fig(*row, 'step', fmt='d')} | {moved} | "
-                     f"{sweep.fig(*row, 'mean_bits', fmt='.2f')} | {fig_or_dash(sweep, row + ('package_mb',), '.3f')} | "
+        lines.append(f"| {sweep.fig(*row, 'step', fmt='d')} | {moved} | {sweep.fig(*row, 'mean_bits', fmt='.2f')} | "
+                     f"{fig_or_dash(sweep, row + ('package_mb',), '.3f')} | "
                      f"{fig_or_dash(sweep, row + ('size_ratio_vs_fp16',), '.3f')} | "
                      f"{fig_or_dash(sweep, row + (key,), fmt)} | "
                      + (f"{fig_or_dash(sweep, row + ('heldout', key), fmt)} | " if held else "")

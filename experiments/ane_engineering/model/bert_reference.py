@@ -13,8 +13,8 @@ from torch import nn
 
 from ..checkpoint.bert_tensors import bert_layer_prefix
 from ..checkpoint.config import ModelConfig
-from .masks import allowed
 from .layers import ModelInputError, attend, linear_from, norm_from
+from .masks import allowed
 
 
 class BertSelfAttention(nn.Module):
@@ -60,11 +60,13 @@ class BertReferenceEncoder(nn.Module):
         enc = config.encoder
         self.config = enc
         self.word_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.word_embeddings.weight"], freeze=True)
-        self.position_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.position_embeddings.weight"], freeze=True)
+        self.position_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.position_embeddings.weight"],
+                                                                freeze=True)
         self.token_type_embeddings = nn.Embedding.from_pretrained(tensors["embeddings.token_type_embeddings.weight"],
                                                                   freeze=True)
         self.embedding_norm = norm_from(tensors, "embeddings.LayerNorm", enc.layer_norm_eps)
-        self.layers = nn.ModuleList(BertLayer(tensors, bert_layer_prefix(n), enc.num_attention_heads, enc.layer_norm_eps)
+        self.layers = nn.ModuleList(BertLayer(tensors, bert_layer_prefix(n), enc.num_attention_heads,
+                                              enc.layer_norm_eps)
                                     for n in range(enc.num_hidden_layers))
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -72,14 +74,16 @@ class BertReferenceEncoder(nn.Module):
         embedding LayerNorm; summed in transformers' order."""
         length = input_ids.shape[1]
         if length > self.config.max_position_embeddings:
-            raise ModelInputError(f"sequence of {length} exceeds max_position_embeddings {self.config.max_position_embeddings}")
+            raise ModelInputError(f"sequence of {length} exceeds max_position_embeddings "
+                                  f"{self.config.max_position_embeddings}")
         types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(types)  # (B, L, C)
         return x + self.position_embeddings(torch.arange(length))[None]  # (B, L, C)
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, implementation: str = "explicit") -> torch.Tensor:
         if not torch.jit.is_tracing() and (embeddings.dim() != 3 or embeddings.shape[-1] != self.config.hidden_size):
-            raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got {tuple(embeddings.shape)}")
+            raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got "
+                                  f"{tuple(embeddings.shape)}")
         x = self.embedding_norm(embeddings)  # (B, L, C)
         for layer in self.layers:
             x = layer(x, valid, implementation)  # (B, L, C)

@@ -11,7 +11,6 @@ from ..checkpoint.config import BertEncoderConfig, EncoderConfig, ModelConfig
 from .bert_reference import BertReferenceEncoder
 from .modernbert_reference import ReferenceEncoder
 
-
 # The reference encoder of each family, by the family its config names (checkpoint/config.py FAMILIES).
 REFERENCE_ENCODERS = {EncoderConfig.family: ReferenceEncoder, BertEncoderConfig.family: BertReferenceEncoder}
 

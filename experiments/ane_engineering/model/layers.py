@@ -45,7 +45,8 @@ class ModelInputError(HarnessError):
     """Inputs or settings the FP32 reference model refuses (shapes, lengths, a missing head)."""
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, implementation: str) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor,
+           implementation: str) -> torch.Tensor:
     """softmax(q k^T / sqrt(D), masked to `visible` (B, 1, Lq, Lk)) v, for q, k, v of shape (B, H, L, D)."""
     if implementation == "sdpa":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=visible)  # (B, H, L, D)
@@ -53,7 +54,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Ten
         scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (B, H, Lq, Lk)
         scores = scores.masked_fill(~visible, float("-inf"))  # (B, H, Lq, Lk)
         return scores.softmax(dim=-1) @ v  # (B, H, L, D)
-    raise ModelInputError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
+    raise ModelInputError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got "
+                          f"{implementation!r}")
 
 
 class Attention(nn.Module):

@@ -29,7 +29,8 @@ def allowed(valid: torch.Tensor, window_radius: int | None) -> torch.Tensor:
         positions = torch.arange(length)
         near = (positions[:, None] - positions[None, :]).abs() <= window_radius  # (Lq, Lk)
         query_valid = valid[:, :, None]  # (B, Lq, 1)
-        visible = torch.logical_and(visible, torch.logical_or(near[None], torch.logical_not(query_valid)))  # padded queries keep all valid keys
+        # padded queries keep all valid keys
+        visible = torch.logical_and(visible, torch.logical_or(near[None], torch.logical_not(query_valid)))
     return visible
 
 

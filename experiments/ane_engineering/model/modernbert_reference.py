@@ -12,6 +12,7 @@ from torch import nn
 from ..checkpoint.config import GELU_TANH_NAMES, ModelConfig
 from .layers import Attention, GeGLU, Layer, ModelInputError, norm_from
 
+
 class ReferenceEncoder(nn.Module):
     """ModernBERT encoder: token embeddings -> norm -> layers (global / sliding) -> final norm."""
 
@@ -25,7 +26,8 @@ class ReferenceEncoder(nn.Module):
         self.layers = nn.ModuleList()
         for n, layer_type in enumerate(enc.layer_types):
             window = enc.window_radius if layer_type == "sliding_attention" else None
-            attention = Attention(tensors, f"layers.{n}.attn", enc.num_attention_heads, enc.rope_theta(layer_type), window)
+            attention = Attention(tensors, f"layers.{n}.attn", enc.num_attention_heads, enc.rope_theta(layer_type),
+                                  window)
             self.layers.append(Layer(tensors, f"layers.{n}", enc.norm_eps, attention,
                                      GeGLU(tensors, f"layers.{n}.mlp", approximate)))
         self.final_norm = norm_from(tensors, "final_norm", enc.norm_eps)
@@ -35,7 +37,8 @@ class ReferenceEncoder(nn.Module):
 
     def _check_embeddings(self, embeddings: torch.Tensor) -> None:
         if embeddings.dim() != 3 or embeddings.shape[-1] != self.config.hidden_size:
-            raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got {tuple(embeddings.shape)}")
+            raise ModelInputError(f"embeddings must be (B, L, {self.config.hidden_size}), got "
+                                  f"{tuple(embeddings.shape)}")
         if embeddings.shape[1] > self.config.max_position_embeddings:
             raise ModelInputError(f"sequence of {embeddings.shape[1]} exceeds max_position_embeddings "
                                   f"{self.config.max_position_embeddings}")

@@ -17,6 +17,7 @@ from ..core.buckets import INACTIVE_LOGIT
 from .encoders import reference_encoder
 from .layers import Attention, Layer, ModelInputError, ReluMLP, linear_from, norm_from
 
+
 class ReferenceDecisionModel(nn.Module):
     """Encoder + decision head + scorer + marker read-out: raw option logits, inactive slots at INACTIVE_LOGIT."""
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from ..core import stop
-from .kinds import ExportSpec
 from .graph_passes import with_project_passes
+from .kinds import ExportSpec
 
 DEPLOYMENT_TARGET = "macOS15"
 
@@ -92,7 +92,8 @@ def _input_types(ct, spec: ExportSpec) -> list:
     for contract in spec.inputs:
         dtype = np.int32 if contract.dtype == "int32" else np.float16
         shape = contract.shape
-        if spec.enumerated_lengths and len(shape) == 2 and shape[1] == spec.length and contract.name != "marker_positions":
+        if (spec.enumerated_lengths and len(shape) == 2 and shape[1] == spec.length
+                and contract.name != "marker_positions"):
             shape = ct.EnumeratedShapes(shapes=[(1, n) for n in spec.enumerated_lengths], default=(1, spec.length))
         types.append(ct.TensorType(name=contract.name, shape=shape, dtype=dtype))
     return types

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..model.bc1s.lora import LoraSpec
-from ..model.bc1s.embedding import BC1SSentenceEmbedder
-from ..model.bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
-from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..checkpoint import Checkpoint
+from ..core.buckets import BUCKET_LENGTHS, MARKER_SLOTS
 from ..core.errors import HarnessError
 from ..core.limits import MAX_DIMENSION
+from ..model.bc1s.embedding import BC1SSentenceEmbedder
+from ..model.bc1s.lora import LoraSpec
+from ..model.bc1s.models import BC1SBody, BC1SLayerBlock, BC1SMLPBlock, bc1s_encoder
 from ..model.window_tiles import DENSE, AttentionLayout, LayoutError
 
 KINDS = ("mlp", "layer", "encoder", "embedding", "body", "baseline")
@@ -57,7 +57,8 @@ class ExportSpec:
 
     def example_inputs(self) -> tuple[torch.Tensor, ...]:
         """Zero-valued tracing inputs of the contract's shapes (values never matter for tracing these graphs)."""
-        return tuple(torch.zeros(c.shape, dtype=torch.int32 if c.dtype == "int32" else torch.float32) for c in self.inputs)
+        return tuple(torch.zeros(c.shape, dtype=torch.int32 if c.dtype == "int32" else torch.float32)
+                     for c in self.inputs)
 
 
 def _bc1s_contract(name: str, c: int, length: int, window_shape: tuple[int, ...] | None = None) -> TensorContract:
@@ -85,7 +86,8 @@ def _bc1s_contract(name: str, c: int, length: int, window_shape: tuple[int, ...]
 
 def _lora_contracts(module, spec: LoraSpec) -> list[TensorContract]:
     meanings = {"A": "stacked LoRA A of every layer (layer n: rows n*R..n*R+R-1), (1, N*R, 1, C)",
-                "B": "stacked (alpha/R)-scaled LoRA B in the package's row order (layer n: columns n*R..), (1, C, 1, N*R)"}
+                "B": "stacked (alpha/R)-scaled LoRA B in the package's row order (layer n: columns "
+                     "n*R..), (1, C, 1, N*R)"}
     return [TensorContract(name, shape, "float16", f"{name.split('_')[1]}: " + meanings[name[-1]])
             for name, shape in module.lora_shapes().items()]
 
@@ -111,18 +113,20 @@ def build_export_spec(checkpoint: Checkpoint, kind: str, length: int, layer_inde
     if length > MAX_DIMENSION:
         raise ExportSpecError(f"--length {length} exceeds {MAX_DIMENSION}, the largest tensor dimension Core ML loads")
     if length > config.encoder.max_position_embeddings:
-        raise ExportSpecError(f"--length {length}: {checkpoint.source} takes at most {config.encoder.max_position_embeddings} "
-                              f"tokens (max_position_embeddings), so it has no bucket of {length}; export a length "
-                              f"<= {config.encoder.max_position_embeddings}")
+        raise ExportSpecError(f"--length {length}: {checkpoint.source} takes at most "
+                              f"{config.encoder.max_position_embeddings} tokens (max_position_embeddings), so it has "
+                              f"no bucket of {length}; export a length <= {config.encoder.max_position_embeddings}")
     if kind in ("mlp", "layer") and not 0 <= layer_index < config.encoder.num_hidden_layers:
         raise ExportSpecError(f"--layer-index {layer_index} outside 0..{config.encoder.num_hidden_layers - 1}")
     if lora is not None and not config.encoder.supports_lora:
         raise ExportSpecError("LoRA inputs are implemented for ModernBERT encoders (their fused Wqkv rows); "
                               f"{checkpoint.source} is a BERT encoder")
     if attention.windowed and kind in ("mlp", "baseline"):
-        raise ExportSpecError(f"kind {kind!r} has no attention layout to choose; export it without --attention windowed")
+        raise ExportSpecError(f"kind {kind!r} has no attention layout to choose; export it without "
+                              "--attention windowed")
     if fp16_scale is not None and kind not in SCALED_KINDS:
-        raise ExportSpecError(f"--fp16-scale rescales the residual stream of kinds {', '.join(SCALED_KINDS)}, not {kind!r}")
+        raise ExportSpecError("--fp16-scale rescales the residual stream of kinds "
+                              f"{', '.join(SCALED_KINDS)}, not {kind!r}")
     try:
         spec = _bc1s_spec(checkpoint, kind, length, layer_index, lora, attention, fp16_scale)
     except LayoutError as error:

@@ -10,20 +10,21 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core import tolerances
 from ..checkpoint import Checkpoint
-from .inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
+from ..core import tolerances
 from ..core.errors import HarnessError
-from ..model.masks import additive_bc1s
 from ..model.encoders import reference_encoder
+from ..model.masks import additive_bc1s
 from ..model.reference import ReferenceDecisionModel
 from ..model.window_tiles import AttentionLayout, additive_window
+from .inputs.device_inputs import body_inputs, embedding_inputs, encoder_inputs
 from .kinds import ExportSpec
 
 MAX_BODY_QUESTIONS = 5  # the longest question that fits (sliding windows engaged) and the first few others
 # Entries of the random adapter used when a package takes LoRA inputs: small, so that B A moves Wqkv by a small
-# fraction, as a realistic fine-tuning delta does. (Much larger deltas still agree, but FP32 re-association of W x + B(A x) against
-# (W + BA) x is then amplified by the model beyond the logit bound; see tests/model/bc1s/test_lora.py.)
+# fraction, as a realistic fine-tuning delta does. (Much larger deltas still agree, but FP32 re-association of
+# W x + B(A x) against (W + BA) x is then amplified by the model beyond the logit bound; see
+# tests/model/bc1s/test_lora.py.)
 ADAPTER_SCALE = 0.01
 
 
@@ -75,8 +76,8 @@ def _adapter_inputs(checkpoint: Checkpoint, spec: ExportSpec) -> tuple[Checkpoin
     from .inputs.adapter import device_inputs, merge, random_adapter
 
     adapter = random_adapter(checkpoint.config, spec.lora, spec.kind, seed=0, scale=ADAPTER_SCALE)
-    return merge(checkpoint, adapter, spec.kind), {k: torch.from_numpy(v).float()
-                                                   for k, v in device_inputs(checkpoint.config, adapter, spec.kind).items()}
+    inputs = device_inputs(checkpoint.config, adapter, spec.kind)
+    return merge(checkpoint, adapter, spec.kind), {k: torch.from_numpy(v).float() for k, v in inputs.items()}
 
 
 def _encoder_check(checkpoint: Checkpoint, spec: ExportSpec) -> dict:
@@ -154,7 +155,8 @@ def layout_check(checkpoint: Checkpoint, spec: ExportSpec, layer_index: int = 0)
         from ..model.bc1s.models import BC1SBody, bc1s_encoder
 
         if checkpoint.config.head is not None:
-            result = _body_check(checkpoint, BC1SBody(checkpoint.config, checkpoint.tensors, spec.length).eval(), spec.length)
+            result = _body_check(checkpoint, BC1SBody(checkpoint.config, checkpoint.tensors, spec.length).eval(),
+                                 spec.length)
         else:
             encoder = bc1s_encoder(checkpoint.config, checkpoint.tensors, spec.length).eval()
             result = _encoder_check(checkpoint, ExportSpec("encoder", spec.length, encoder, [], []))

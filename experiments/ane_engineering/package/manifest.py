@@ -12,14 +12,23 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..model.bc1s.lora import LORA_TARGETS
-from ..model.window_tiles import LAYOUTS
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
 from ..core.errors import HarnessError
-from ..core.json_documents import NON_EMPTY_STRING, NUMBER, POSITIVE_INTEGER, SHA256, STRING, array_of, open_object, read_json
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NUMBER,
+    POSITIVE_INTEGER,
+    SHA256,
+    STRING,
+    array_of,
+    open_object,
+    read_json,
+)
 from ..core.limits import MAX_DIMENSION
 from ..core.provenance import harness_fingerprint, tool_versions
+from ..model.bc1s.lora import LORA_TARGETS
+from ..model.window_tiles import LAYOUTS
 from .convert import DEPLOYMENT_TARGET
 from .kinds import KINDS, ExportSpec
 

@@ -5,10 +5,11 @@ and swap the weight bytes instead of recompiling. Here: the MIL program (model.m
 weights/weight.bin is written anew in one streamed pass, with the parent's headers and layout and the new
 checkpoint's FP16 values at the same offset, size and dtype for every weight blob. The values come from the same
 BC1S module the probe traces (so Q/K row order, folded scales and layouts are produced by one piece of code); every
-blob is matched to a module tensor by the name coremltools gave its constant (`<module path with _>_to_fp16`). Anything that cannot be matched exactly, a weight
-stored inline in the program that would change, a changed architecture, or a palettized package is refused, and so
-is a parent the MIL module refuses (package/mil: a symlink or special file in it, a Core ML manifest item leading
-outside it, a damaged blob header); the parent's other files are copied without following any link.
+blob is matched to a module tensor by the name coremltools gave its constant (`<module path with _>_to_fp16`). Anything
+that cannot be matched exactly, a weight stored inline in the program that would change, a changed architecture, or a
+palettized package is refused, and so is a parent the MIL module refuses (package/mil: a symlink or special file in it,
+a Core ML manifest item leading outside it, a damaged blob header); the parent's other files are copied without
+following any link.
 
 Speed (the point of it; benchmarks/reweight_vs_export.py): the parent's hash is checked in a thread beside the
 write, the new file is hashed as it is written, and nothing is copied or read twice. Figures against a re-export:
@@ -30,8 +31,9 @@ import torch
 from ..checkpoint import Checkpoint
 from ..core.errors import HarnessError
 from ..core.provenance import harness_fingerprint, portable_path, tool_versions
-from ..model.window_tiles import AttentionLayout
+from ..core.staging import staged_directory
 from ..core.torch_threads import single_torch_thread
+from ..model.window_tiles import AttentionLayout
 from .kinds import build_export_spec
 from .manifest import PACKAGE_NAME, package_path, read_manifest, write_manifest
 from .mil.blobs import CODE_OF, read_blob_table
@@ -40,7 +42,6 @@ from .mil.errors import ProgramLoadError
 from .mil.load import check_package
 from .mil.spec_check import BLOB_PREFIX
 from .package_hash import combine, package_content_hash
-from ..core.staging import staged_directory
 from .streamed_file import StreamedFile
 
 FP16_DTYPE_CODE = CODE_OF["fp16"]
@@ -149,7 +150,8 @@ def _without_units(shape) -> tuple[int, ...]:
 def plan_blobs(package: Path, values: dict) -> tuple[dict, dict]:
     """{metadata offset: new tensor} for every weight blob, after checking names, shapes and inline constants."""
     blobs, inline = _constants(package)
-    layout = {blob.metadata_offset: (blob.dtype, blob.size, blob.data_offset) for blob in read_blob_table(weight_file(package)).values()}
+    layout = {blob.metadata_offset: (blob.dtype, blob.size, blob.data_offset)
+              for blob in read_blob_table(weight_file(package)).values()}
     writes, matched, structural = {}, set(), 0
     for name, (meta, shape, is_integer) in sorted(blobs.items()):
         key = name[: -len("_to_fp16")] if name.endswith("_to_fp16") else name
@@ -225,7 +227,8 @@ def reweight(parent_dir: Path, checkpoint: Checkpoint, output: Path, compiled: P
             f"palettize --bits {c.get('bits')} --mode {c.get('mode')} --group-size {c.get('group_size')}")
     differences = _differences(device_config(parent["model_config"]), device_config(asdict(checkpoint.config)))
     if differences:
-        raise ReweightError("the new checkpoint's architecture differs from the package's: " + "; ".join(differences[:8]))
+        raise ReweightError("the new checkpoint's architecture differs from the package's: "
+                            + "; ".join(differences[:8]))
     # Hashing the parent overlaps the FP16 cast and write: hashlib and torch release the GIL.
     # Nothing is published before it agrees with the manifest, and a modified parent is named as the cause first.
     # One torch thread: its spinning pool would otherwise compete with the hashing threads (the
@@ -258,7 +261,8 @@ def _write_reweighted(parent_dir: Path, parent: dict, checkpoint: Checkpoint, ou
     writes, counts = plan_blobs(parent_package, module_tensors(checkpoint, parent))
     with staged_directory(output, [parent_dir]) as staging:
         package = staging / PACKAGE_NAME
-        copy_tree(parent_package, package, skip=frozenset({weight_file(parent_package).relative_to(parent_package).as_posix()}),
+        copy_tree(parent_package, package,
+                  skip=frozenset({weight_file(parent_package).relative_to(parent_package).as_posix()}),
                   directory_mode=0o777)
         weight_sha256 = write_weight_file(weight_file(parent_package), weight_file(package), writes)
         _require_unmodified(parent_dir, parent, parent_hash)

@@ -5,8 +5,8 @@ fills, one thread hashes each full chunk (in order) and another writes it at its
 release the GIL). Where the OS allows,
 the file bypasses the page cache (O_DIRECT on Linux, F_NOCACHE on macOS): the file is never read back by the writer,
 and first-touching fresh page cache for a large file costs several times a direct write of the same bytes (the
-reweight benchmark, benchmarks/reweight_vs_export.py, times both paths). Filesystems that refuse direct I/O (tmpfs) get ordinary writes.
-The SHA256 covers exactly the bytes of the finished file.
+reweight benchmark, benchmarks/reweight_vs_export.py, times both paths). Filesystems that refuse direct I/O (tmpfs) get
+ordinary writes. The SHA256 covers exactly the bytes of the finished file.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@
   third parameter would leave three measurements no residual to test. The fit therefore lands the L96 prediction
   between the body alone and the full path; its two L96 residuals show the host work the model lacks.
 
-Two parameters from three measurements (one degree of freedom left). The three reference points (core/reference_run.json)
-sit at only two lengths (L96 twice, L1024 once), so a least-squares fit reproduces the L1024 request exactly and
-the L1024 residual is in-sample and zero by construction; only the L96 pair tests the fit. Every output is a
-prediction, not a measurement.
+Two parameters from three measurements (one degree of freedom left). The three reference points
+(core/reference_run.json) sit at only two lengths (L96 twice, L1024 once), so a least-squares fit reproduces the L1024
+request exactly and the L1024 residual is in-sample and zero by construction; only the L96 pair tests the fit. Every
+output is a prediction, not a measurement.
 
 The fitted parameters live in one file, the calibration evidence (EVIDENCE_PATH) written by
 benchmarks/cost_calibration.py from real exports of the dense builtin:mmbert-base-shape body; `load_calibration`

@@ -54,10 +54,13 @@ from ..core.errors import HarnessError
 from ..package.mil.load import load_program
 from ..package.mil.tensors import PARAMETER_PORTS as PARAM_PORTS
 from ..package.mil.tensors import dense_bytes as _dense_bytes
-from ..package.mil.tensors import dtype_bits, stored_bytes  # noqa: F401 - part of this module's interface
+from ..package.mil.tensors import (  # noqa: F401 - part of this module's interface
+    dtype_bits,
+    is_const_like,  # constants: no device runs them
+    stored_bytes,
+)
 from ..package.mil.tensors import element_count as _numel
 from ..package.mil.tensors import fixed_shape as _shape
-from ..package.mil.tensors import is_const_like  # constants: no device runs them
 from ..package.mil.tensors import is_const_var as _is_const_var
 from ..package.mil.walk import walk_operations
 from .chips import load_chips
@@ -482,7 +485,8 @@ def conventions() -> dict:
 
 def cost_report(package_path, per_op: bool = False, chips: dict | None = None, length: int | None = None) -> dict:
     """Cost and floors of a saved package: a probe directory (model.mlpackage + manifest.json) or an .mlpackage."""
-    from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, package_path as manifest_package, read_manifest
+    from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, read_manifest
+    from ..package.manifest import package_path as manifest_package
 
     path = Path(package_path)
     manifest = None

@@ -18,7 +18,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..core.errors import HarnessError
-
 from .predict import predict_cost
 
 FIELDS = ("non_constant_ops", "flops", "activation_bytes_read", "activation_bytes_written", "weight_bytes",

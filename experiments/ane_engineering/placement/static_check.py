@@ -16,7 +16,8 @@ from .rules import CATALOGUE, CheckContext, Rule
 LABEL = "prediction (static rules; not a Core ML compute plan)"
 
 
-def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE, measured: dict | None = None) -> dict:
+def check_program(program, spec=None, rules: tuple[Rule, ...] | list[Rule] = CATALOGUE,
+                  measured: dict | None = None) -> dict:
     """Run `rules` over `program` ("main" function, nested blocks included); a JSON-serialisable report. `measured`
     (e.g. {"headroom": ...}) is what rules that need a measurement read (rules/context.py)."""
     ctx = CheckContext(program, spec, measured=measured)

@@ -21,20 +21,20 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
 from ..checkpoint import Checkpoint
+from ..core.buckets import INACTIVE_LOGIT, MARKER_SLOTS, MASK_BIAS
+from ..core.errors import HarnessError
+from ..model.window_tiles import AttentionLayout, LayoutError, WindowTiles
 from ..package.inputs.device_inputs import DeviceInputError, body_inputs
-from .host import Decision, DecisionHost, require_finite
 from ..package.inputs.questions import (
     EncodedQuestion,
     Question,
     QuestionError,
     encode_question,
 )
-from ..core.errors import HarnessError
 from ..package.manifest import ManifestError, package_path, read_manifest
 from ..package.verified_copy import verified_copy
-from ..model.window_tiles import AttentionLayout, LayoutError, WindowTiles
+from .host import Decision, DecisionHost, require_finite
 
 
 class PackageError(HarnessError):
@@ -73,16 +73,19 @@ def verify_manifest(package_dir: Path, checkpoint: Checkpoint, kind: str = "body
     layout = package_layout(manifest)
     if checkpoint.config.encoder.has_sliding_layers:
         tiles = layout.tiles(length, checkpoint.config.encoder.window_radius)
-        expected["window_mask" if tiles else "local_mask"] = list(tiles.mask_shape()) if tiles else [1, length, 1, length]
+        expected["window_mask" if tiles else "local_mask"] = (list(tiles.mask_shape()) if tiles
+                                                              else [1, length, 1, length])
     if manifest.get("lora"):
-        layers = checkpoint.config.encoder.num_hidden_layers + (checkpoint.config.head.num_layers if kind == "body" else 0)
+        layers = (checkpoint.config.encoder.num_hidden_layers
+                  + (checkpoint.config.head.num_layers if kind == "body" else 0))
         stacked = layers * manifest["lora"]["rank"]
         for target in manifest["lora"]["targets"]:
             expected[f"lora_{target}_A"] = [1, stacked, 1, hidden]
             expected[f"lora_{target}_B"] = [1, hidden, 1, stacked]
     declared = {c["name"]: c["shape"] for c in manifest["io"]["inputs"]}
     if declared != expected:
-        raise PackageError(f"{package_dir}: inputs {declared} do not match the fixed shapes {expected} of length {length}")
+        raise PackageError(f"{package_dir}: inputs {declared} do not match the fixed shapes {expected} of "
+                           f"length {length}")
     return manifest
 
 
@@ -205,7 +208,8 @@ class PackageAgent:
         for candidate in self.lengths:
             if num_tokens <= candidate:
                 return candidate
-        raise RequestError(f"{num_tokens} tokens exceed the largest bucket ({self.lengths[-1]}); inputs are never truncated")
+        raise RequestError(f"{num_tokens} tokens exceed the largest bucket ({self.lengths[-1]}); inputs are "
+                           "never truncated")
 
     def expected_shapes(self, length: int) -> dict[str, tuple]:
         return {c["name"]: tuple(c["shape"]) for c in self.manifests[length]["io"]["inputs"]}
@@ -232,7 +236,8 @@ class ANEAgent(PackageAgent):
         if mlx_curve is None:
             problems = reference_model_mismatches(self.manifests[self.lengths[0]].get("model_config"))
             if problems:
-                raise RequestError("no public MLX curve for this model (" + "; ".join(problems[:3]) + "); pass mlx_curve")
+                raise RequestError("no public MLX curve for this model (" + "; ".join(problems[:3])
+                                   + "); pass mlx_curve")
             try:
                 mlx_curve = public_latencies.mlx_curve("mmbert-base-shape", key)
             except public_latencies.PublicLatencyError as error:
@@ -250,7 +255,8 @@ class ANEAgent(PackageAgent):
         load_packages(self, packages, checkpoint, backend, "body")
         specs = {json.dumps(m.get("lora"), sort_keys=True) for m in self.manifests.values()}
         if len(specs) > 1:
-            raise PackageError("packages disagree on their LoRA inputs; load buckets exported with the same --lora-* flags")
+            raise PackageError("packages disagree on their LoRA inputs; load buckets exported with the "
+                               "same --lora-* flags")
         lora = self.manifests[self.lengths[0]].get("lora")
         self.lora = None
         if lora:

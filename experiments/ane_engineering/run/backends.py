@@ -238,7 +238,8 @@ class CoreMLBackend(Backend):
         self._input_dtypes = {}
         for feature in spec.description.input:
             if feature.type.WhichOneof("Type") == "multiArrayType":
-                kind = ct.proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(feature.type.multiArrayType.dataType)
+                kind = ct.proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(
+                    feature.type.multiArrayType.dataType)
                 self._input_dtypes[feature.name] = _NUMPY_FOR_MULTIARRAY.get(kind, np.float32)
         self.close()
         self._workdir = tempfile.mkdtemp(prefix="ane-coreml-")
@@ -251,7 +252,8 @@ class CoreMLBackend(Backend):
             load_seconds = time.perf_counter() - started
         except Exception as error:  # noqa: BLE001 - Core ML's own refusal, reported as one line
             first = (str(error).strip().splitlines() or [""])[0][:200]
-            raise BackendError(f"{path}: Core ML cannot compile or load it ({type(error).__name__}: {first})") from error
+            raise BackendError(f"{path}: Core ML cannot compile or load it "
+                               f"({type(error).__name__}: {first})") from error
         self.loaded = LoadedModel(
             backend=self.name, package_path=path, handle=model,
             input_names=[f.name for f in spec.description.input],
@@ -330,13 +332,15 @@ def choose_backend(name: str | None = None, mode: str | None = None) -> Backend:
     if concrete == ANE_BACKEND or concrete.startswith(ANE_BACKEND + "-"):
         family = concrete[len(ANE_BACKEND) + 1:] or DEFAULT_FAMILY
         if family not in FAMILIES:
-            raise BackendError(f"unknown backend {name!r}: the Neural Engine family must be one of {', '.join(FAMILIES)}")
+            raise BackendError(f"unknown backend {name!r}: the Neural Engine family must be one of "
+                               f"{', '.join(FAMILIES)}")
         if mode not in (None, ANE):
             raise BackendError(f"backend {concrete!r} fixes mode ane; got mode {mode!r}")
         return MILBackend(ANE, ane_family=family)
     if concrete in _COREML_NAMES:
         if mode is not None:
-            raise BackendError(f"mode {mode!r} applies to the mil backend only; {concrete!r} picks compute units by name")
+            raise BackendError(f"mode {mode!r} applies to the mil backend only; {concrete!r} picks "
+                               "compute units by name")
         return CoreMLBackend(_COREML_NAMES[concrete])
     raise BackendError(f"unknown backend {name!r}; choose one of {BACKEND_CHOICES}")
 

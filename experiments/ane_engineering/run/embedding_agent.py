@@ -13,8 +13,8 @@ import numpy as np
 
 from ..checkpoint import Checkpoint
 from ..package.inputs.device_inputs import DeviceInputError, embedding_inputs
-from .agent import PackageAgent, PackageError, RequestError, check_shapes_and_masks, load_packages
 from ..package.inputs.texts import token_ids
+from .agent import PackageAgent, PackageError, RequestError, check_shapes_and_masks, load_packages
 
 
 class EmbeddingAgent(PackageAgent):

@@ -19,7 +19,6 @@ from ..core.errors import HarnessError
 from ..package.inputs.questions import NONE_DECISION, EncodedQuestion
 
 
-
 class NonFiniteOutputError(HarnessError):
     """A package produced NaN or Inf where a value was needed. FP16 overflow shows up this way: validation records
     it as a failed finite gate, every other caller refuses to return a result."""

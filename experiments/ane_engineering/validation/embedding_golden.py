@@ -14,11 +14,21 @@ import numpy as np
 
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.files import sha256_json
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    NUMBER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SHA256,
+    STRING,
+    array_of,
+    open_object,
+    read_json,
+)
+from ..core.provenance import harness_fingerprint, tool_versions
 from ..model.sentence_embedder import ReferenceEmbedder
 from ..package.inputs.texts import texts_of, token_ids
-from ..core.provenance import harness_fingerprint, tool_versions
-from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, SHA256,
-                              STRING, array_of, open_object, read_json)
 from .golden import GoldenError
 
 EMBEDDING_GOLDEN_FORMAT = "ane-engineering/embedding-golden/1"
@@ -96,8 +106,9 @@ def load_embedding_golden(path: Path, checkpoint: Checkpoint | None = None, fixt
 
 
 def check_records(path: Path, golden: dict, fixture: Path | None = None) -> None:
-    """The golden covers the texts of `fixture` (default: the golden texts) exactly: every text once, as an embedding or as skipped (none twice, none
-    unknown, none missing), each embedding of one length and its token count that of its ids."""
+    """The golden covers the texts of `fixture` (default: the golden texts) exactly: every text once, as an embedding or
+    as skipped (none twice, none unknown, none missing), each embedding of one length and its token count that of its
+    ids."""
     expected = [text.id for text in texts_of(fixture)[0]]
     skipped = [item.get("id") for item in golden["texts"]["skipped"] if isinstance(item, dict)]
     if len(skipped) != len(golden["texts"]["skipped"]):

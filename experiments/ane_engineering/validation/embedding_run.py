@@ -171,9 +171,11 @@ def validate_embeddings(agent, golden: dict, golden_path, lengths: list[int], re
                   "abs_max": gates.EMBEDDING_ABS_MAX, "rank_tie_band": gates.RANK_TIE_BAND, "repeats": repeats,
                   "headroom_min": gates.HEADROOM_MIN,
                   "rules": RULES},
-        "summary": {str(length): {k: v for k, v in result.items() if k != "texts"} for length, result in buckets.items()},
+        "summary": {str(length): {k: v for k, v in result.items() if k != "texts"}
+                    for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},
-        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"], "source": golden["source"],
+        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"],
+                   "source": golden["source"],
                    "texts": {k: golden["texts"][k] for k in ("sha256", "count")},
                    "max_pooled_norm": max(r["pooled_norm"] for r in golden["embeddings"])},
         "source": agent.checkpoint.hashes,

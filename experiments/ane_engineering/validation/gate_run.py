@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from ..core import gates
-from ..run.host import NonFiniteOutputError
-from ..package.inputs.questions import load_questions
 from ..core.provenance import backend_record, harness_fingerprint, machine, portable_path, tool_versions
+from ..package.inputs.questions import load_questions
 from ..run.agent import ANEAgent
+from ..run.host import NonFiniteOutputError
 from .golden import GoldenError
 
 
@@ -58,7 +58,8 @@ def compare(decision, golden: dict) -> dict:
     if not record["calibrated_error"] <= gates.PROBABILITY_ERROR_MAX:
         failed.append(f"calibrated probability error {record['calibrated_error']:.6f} > {gates.PROBABILITY_ERROR_MAX}")
     if not record["action_probability_error"] <= gates.PROBABILITY_ERROR_MAX:
-        failed.append(f"action probability error {record['action_probability_error']:.6f} > {gates.PROBABILITY_ERROR_MAX}")
+        failed.append(f"action probability error {record['action_probability_error']:.6f} > "
+                      f"{gates.PROBABILITY_ERROR_MAX}")
     if not finite:
         failed.append("non-finite output")
     if decision.num_tokens != golden["num_tokens"]:
@@ -69,7 +70,8 @@ def compare(decision, golden: dict) -> dict:
 
 
 def non_finite_record(encoded, golden: dict, error: NonFiniteOutputError) -> dict:
-    """The record of a question whose package outputs were not finite: no decision, no errors, the finite gate failed."""
+    """The record of a question whose package outputs were not finite: no decision, no errors, the finite gate
+    failed."""
     return {
         "id": golden["question_id"], "kind": golden["kind"], "tokens": encoded.num_tokens,
         "decision": None, "golden_decision": golden["decision_index"],
@@ -213,12 +215,14 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
         for failure in result["failed_questions"]:
             reasons.append(f"L{length} {failure['id']}: " + "; ".join(failure["gates"]))
         if result["repeats"]["mismatches"]:
-            reasons.append(f"L{length}: {len(result['repeats']['mismatches'])} repeated call(s) changed the public output")
+            reasons.append(f"L{length}: {len(result['repeats']['mismatches'])} repeated call(s) changed "
+                           "the public output")
         if result["headroom"]["passed"] is False:
             reasons.append(f"L{length}: {result['headroom']['reason']}")
     consistency = cross_bucket(buckets) if len(buckets) > 1 else None
     if consistency and not consistency["passed"]:
-        reasons += [f"cross-bucket: {d['id']} decides differently {d['by_length']}" for d in consistency["disagreements"]]
+        reasons += [f"cross-bucket: {d['id']} decides differently {d['by_length']}"
+                    for d in consistency["disagreements"]]
     return {
         "format": "ane-engineering/validation/1",
         "passed": not reasons,
@@ -233,7 +237,8 @@ def validate(agent: ANEAgent, golden: dict, golden_path: Path, lengths: list[int
                     for length, result in buckets.items()},
         "buckets": {str(length): result for length, result in buckets.items()},
         "cross_bucket": consistency,
-        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"], "source": golden["source"],
+        "golden": {"path": portable_path(golden_path, evidence_dir), "content_sha256": golden["content_sha256"],
+                   "source": golden["source"],
                    "fixture": golden["fixture"]},
         "source": agent.checkpoint.hashes,
         "adapter": None if agent.adapter is None else {"name": agent.adapter.name, "sha256": agent.adapter.sha256,

@@ -15,13 +15,22 @@ import torch
 from ..checkpoint import SOURCE_HASHES, Checkpoint
 from ..checkpoint.config import QUESTION_KINDS
 from ..checkpoint.files import sha256_json
-from ..run.host import DecisionHost
-from ..package.inputs.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
 from ..core.errors import HarnessError
-from ..core.json_documents import (NON_EMPTY_STRING, NON_NEGATIVE_INTEGER, NUMBER, POSITIVE_INTEGER, SHA256, STRING, array_of,
-                              open_object, read_json)
+from ..core.json_documents import (
+    NON_EMPTY_STRING,
+    NON_NEGATIVE_INTEGER,
+    NUMBER,
+    POSITIVE_INTEGER,
+    SHA256,
+    STRING,
+    array_of,
+    open_object,
+    read_json,
+)
 from ..core.provenance import harness_fingerprint, tool_versions
 from ..model.reference import ReferenceDecisionModel
+from ..package.inputs.questions import FIXTURE_PATH, encode_question, fixture_sha256, load_questions
+from ..run.host import DecisionHost
 
 GOLDEN_FORMAT = "ane-engineering/golden/1"
 COMMITTED_TINY_GOLDEN = Path(__file__).resolve().parent / "golden_builtin_tiny.json"
@@ -55,7 +64,8 @@ def reference_decisions(checkpoint: Checkpoint, questions, progress=None) -> lis
         for question in questions:
             encoded = encode_question(tokenizer, checkpoint.config.head, question)
             ids = torch.tensor([encoded.input_ids])
-            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]))
+            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool),
+                                        torch.tensor([encoded.token_types]))
             decision = host.finish(encoded, scores[0, list(encoded.marker_positions)].numpy())
             records.append({**decision.to_json(), "language": question.language})
             if progress:

@@ -15,12 +15,11 @@ committed as checkpoint/builtin_tiny_fit.json (float32 values, exact in JSON), w
 (checkpoint/builtin_fit.py) without running the model, so every machine writes identical bytes. The fit and the
 margins it reaches (`decision_margins`, recorded as margins_when_fitted) come from the FP32 reference model, so they
 live here, below the checkpoint stage; tests/checkpoint/test_loading.py re-measures them on every run and holds them
-to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.fit_margins --source builtin:tiny`
-after changing the model or fixtures.
+to MIN_DECISION_MARGIN and to the recorded values. Regenerate with `python -m experiments.ane_engineering.fit_margins
+--source builtin:tiny` after changing the model or fixtures.
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 import torch
@@ -31,8 +30,8 @@ from ..checkpoint.config import ModelConfig
 from ..checkpoint.tensors import HEAD_PREFIX
 from ..checkpoint.tokenizer import build_byte_tokenizer
 from ..model.reference import ReferenceDecisionModel
-from ..run.host import DecisionHost, action_features
 from ..package.inputs.questions import encode_question, load_questions
+from ..run.host import DecisionHost, action_features
 
 MIN_DECISION_MARGIN = 0.5  # logits: the smallest top-2 gap builtin:tiny must keep (README "Why builtin:tiny ...")
 FIT_TARGET_GAP = 1.0  # twice MIN_DECISION_MARGIN: room for float32 rounding of the fitted weights
@@ -52,7 +51,8 @@ def _marker_features(config: ModelConfig, tensors: dict, tokenizer=None):
             encoded = encode_question(tokenizer, config.head, question)
             ids = torch.tensor([encoded.input_ids])
             valid = torch.ones_like(ids, dtype=torch.bool)
-            hidden = model.scorer_features(ids, valid, torch.tensor([encoded.token_types]))[0, list(encoded.marker_positions)]
+            hidden = model.scorer_features(ids, valid,
+                                           torch.tensor([encoded.token_types]))[0, list(encoded.marker_positions)]
             rows.append((encoded, hidden.double().numpy()))
     return rows
 
@@ -72,7 +72,8 @@ def _solve_min_norm(rows: list[np.ndarray], targets: list[float]) -> np.ndarray:
                       bounds=[(0.0, None)] * len(rhs), options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-12})
     solution = matrix.T @ result.x
     shortfall = float((rhs - matrix @ solution).max())
-    if shortfall > 0.01 * FIT_TARGET_GAP:  # L-BFGS-B stops within a small fraction of the target; margins are re-measured after
+    # L-BFGS-B stops within a small fraction of the target; margins are re-measured after
+    if shortfall > 0.01 * FIT_TARGET_GAP:
         raise RuntimeError(f"margin fit cannot meet its constraints (short by {shortfall:.3g}); "
                            "raise the scorer/action hidden sizes")
     return solution
@@ -167,14 +168,16 @@ def decision_margins(config: ModelConfig, tensors: dict, tokenizer=None) -> dict
         for question in load_questions():
             encoded = encode_question(tokenizer, config.head, question)
             ids = torch.tensor([encoded.input_ids])
-            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([encoded.token_types]))
+            scores = model.token_scores(ids, torch.ones_like(ids, dtype=torch.bool),
+                                        torch.tensor([encoded.token_types]))
             decision = host.finish(encoded, scores[0, list(encoded.marker_positions)].numpy())
             temperature = config.head.calibration.temperature[question.kind]
             logits = np.asarray(decision.option_logits) / temperature
             if question.kind == "noul":
                 logits = np.append(logits, config.head.calibration.none_logit)
             actions = np.asarray(decision.action_logits)
-            gaps["min_decision_logit_gap"] = min(gaps["min_decision_logit_gap"], float(np.diff(np.sort(logits)[-2:])[0]))
+            gaps["min_decision_logit_gap"] = min(gaps["min_decision_logit_gap"],
+                                                 float(np.diff(np.sort(logits)[-2:])[0]))
             gaps["min_action_logit_gap"] = min(gaps["min_action_logit_gap"], float(np.diff(np.sort(actions)[-2:])[0]))
             scales["max_abs_calibrated_logit"] = max(scales["max_abs_calibrated_logit"], float(np.abs(logits).max()))
             scales["max_abs_action_logit"] = max(scales["max_abs_action_logit"], float(np.abs(actions).max()))

@@ -85,9 +85,9 @@ def tile_scan(checkpoint: Checkpoint, length: int, tiles: tuple[int, ...] = (32,
     """Cost-model counts and calibrated predictions of the dense layout and of the windowed layout per tile size
     (the argument for DEFAULT_TILE, ANE_MATH.md section 15). Converts len(tiles) + 1 programs: minutes at full
     size."""
-    from ..placement.cost_model import program_cost
     from ..package.convert import convert
     from ..package.kinds import build_export_spec
+    from ..placement.cost_model import program_cost
 
     predict = _predictor()
     rows = {}

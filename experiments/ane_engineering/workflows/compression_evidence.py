@@ -27,7 +27,6 @@ from ..core.provenance import harness_fingerprint, machine, portable_path, tool_
 from .chain import Chain, build_in_staging
 
 
-
 def group_errors(parent: Path, candidate: Path) -> dict[str, np.ndarray]:
     """Per palettized weight: the squared error of every LUT group against the parent's FP16 weight (groups of
     output channels, or of input channels, as the LUT's shape says)."""
@@ -129,7 +128,8 @@ def family_chain(chain: Chain, commands: dict, root: Path, source: str, kind: st
               "--modes", "kmeans", "--group-sizes", group_sizes, "--executor", executor]
     first = root / "packages" / f"{kind}-{lengths[0]}"
     chain.command(f"exact k-means sweep at L{lengths[0]}, weighted and not, with the mixed-bit walk", commands["sweep"],
-            ["--package", str(first), *common, "--group-axes", group_axes, "--bits", bits, "--weightings", "none,fisher",
+            ["--package", str(first), *common, "--group-axes", group_axes, "--bits", bits, "--weightings",
+             "none,fisher",
              *(["--mixed-bits"] if mixed_bits else []), "--output", str(root / "sweep")], False)
     chain.command(f"coremltools k-means sweep at L{lengths[0]}", commands["sweep"],
             ["--package", str(first), *common, "--group-axes", "output", "--bits", bits, "--weightings", "none",

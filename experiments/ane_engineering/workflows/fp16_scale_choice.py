@@ -48,7 +48,6 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
     2^-K, `convert(spec)` its converted ct.models.MLModel."""
     from ..core.gates import HEADROOM_MIN
     from ..run.mil.headroom import measure_headroom
-
     from ..validation.headroom_inputs import golden_inputs
 
     inputs, about = golden_inputs(checkpoint, kind, length, layout)
@@ -64,7 +63,8 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
         except ExportSpecError as error:
             if isinstance(error.__cause__, StreamScaleError):
                 raise ScaleChoiceError(f"--fp16-scale auto: headroom {tried[-1]['minimum_headroom']:.3g} at op "
-                                       f"{tried[-1]['op']!r} needs more than K = {exponent - 1}, and {error}") from error
+                                       f"{tried[-1]['op']!r} "
+                                       f"needs more than K = {exponent - 1}, and {error}") from error
             raise
         model = convert(spec)
         report = measure_headroom(Path(model.package_path), inputs, ane_family)
@@ -73,10 +73,11 @@ def choose_exponent(checkpoint: Checkpoint, kind: str, length: int, layout: Atte
         minimum = report.minimum
         if minimum is None or minimum.headroom >= HEADROOM_MIN:
             break
-        if exponent > 0 and len(tried) > 1 and tried[-2]["op"] == minimum.op and minimum.headroom <= tried[-2]["minimum_headroom"] * 1.01:
+        if (exponent > 0 and len(tried) > 1 and tried[-2]["op"] == minimum.op
+                and minimum.headroom <= tried[-2]["minimum_headroom"] * 1.01):
             raise ScaleChoiceError(f"--fp16-scale auto: the tightest op {minimum.op!r} ({minimum.type}, headroom "
-                                   f"{minimum.headroom:.3g} < {HEADROOM_MIN:g}) does not scale with the residual stream; "
-                                   "no K gives the package the gate's headroom")
+                                   f"{minimum.headroom:.3g} < {HEADROOM_MIN:g}) does not scale with the residual "
+                                   "stream; no K gives the package the gate's headroom")
         step = math.ceil(math.log2(HEADROOM_MIN / minimum.headroom)) if minimum.headroom > 0 else 1
         exponent = exponent + max(1, step) if exponent == 0 else exponent + 1
         if exponent > MAX_EXPONENT:

@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import HarnessError
-from ..core.provenance import harness_fingerprint, portable_path, tool_versions
+from ..core.provenance import harness_fingerprint, peak_rss_bytes, portable_path, tool_versions
+from ..core.staging import staged_directory
 from ..package.convert import quiet_coremltools
 from ..package.manifest import PACKAGE_NAME, read_manifest, write_manifest
 from ..package.package_hash import package_content_hash
 from ..package.verified_copy import verified_copy
-from ..core.provenance import peak_rss_bytes
-from ..core.staging import staged_directory
 
 MODES = ("uniform", "kmeans")
 BITS = (8, 6, 4)
@@ -128,8 +127,8 @@ def require_contents(contents: dict, bits: int, group_size: int, allocation: dic
                              f"were left dense (e.g. {contents['unpalettized'][0]}); refusing a partly palettized "
                              f"package recorded as W{bits}")
     if contents["bits"] != [bits]:
-        raise PalettizeError(f"the package holds LUTs of {contents['bits']} bits and groups of {contents['group_sizes']}"
-                             f", not the requested W{bits}, group {group_size}")
+        raise PalettizeError(f"the package holds LUTs of {contents['bits']} bits and groups of "
+                             f"{contents['group_sizes']}, not the requested W{bits}, group {group_size}")
 
 
 def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, group_size: int, workers: int = 2,
@@ -146,7 +145,8 @@ def palettize_candidate(parent_dir: Path, output: Path, bits: int, mode: str, gr
     (`Sensitivities.save`; a sweep shares them between its candidates), checked against the weights by hash."""
     if allocation is not None:
         if not allocation or not set(allocation.values()) <= set(BITS) | {DENSE_BITS}:
-            raise PalettizeError(f"an allocation gives every layer one of {BITS} or {DENSE_BITS} bits, got {allocation}")
+            raise PalettizeError(f"an allocation gives every layer one of {BITS} or {DENSE_BITS} bits, "
+                                 f"got {allocation}")
         bits = max(b for b in allocation.values() if b != DENSE_BITS) if set(allocation.values()) - {DENSE_BITS} \
             else BITS[0]
     if bits not in BITS:

@@ -18,15 +18,15 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..core.provenance import machine, peak_rss_bytes
+from ..core.staging import staged_directory
 from ..model.window_tiles import DEFAULT_TILE
-from .attention_choice import choose_layout, requested_layout
 from ..package.convert import convert
 from ..package.kinds import build_export_spec
-from ..package.manifest import PACKAGE_NAME, manifest_for, write_manifest
 from ..package.layout_check import layout_check
+from ..package.manifest import PACKAGE_NAME, manifest_for, write_manifest
 from ..package.package_hash import package_content_hash
-from ..core.staging import staged_directory
 from ..validation.headroom_inputs import package_headroom
+from .attention_choice import choose_layout, requested_layout
 
 PROBE_NAME = "probe.json"
 
@@ -51,15 +51,17 @@ def mil_op_counts(program) -> dict:
 
     counts = Counter(op.op_type for op in walk_operations(program))
     constants = sum(n for op_type, n in counts.items() if op_type == "const" or op_type.startswith("constexpr_"))
-    return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants, "constant": constants}
+    return {"by_type": dict(sorted(counts.items())), "non_constant": sum(counts.values()) - constants,
+            "constant": constants}
 
 
-def placement_report(package: Path, require_ane: bool, allow: set[str], measured: dict | None = None) -> tuple[dict, dict]:
+def placement_report(package: Path, require_ane: bool, allow: set[str],
+                     measured: dict | None = None) -> tuple[dict, dict]:
     """Static rules (always) and, on macOS, Core ML's compute plan. The gate fails on any static rule error: a
     program error (a non-finite or out-of-FP16-range constant, ...) always, a predicted off-ANE op unless its type is
     in `allow`; with `require_ane`, also on any op the compute plan places elsewhere."""
-    from ..placement.compute_plan import compute_plan
     from ..package.mil.load import load_program
+    from ..placement.compute_plan import compute_plan
     from ..placement.static_check import check_program, program_errors, require_ane_gate
 
     loaded = load_program(package)
@@ -83,7 +85,8 @@ def placement_report(package: Path, require_ane: bool, allow: set[str], measured
 
 def run_probe(checkpoint: Checkpoint, kind: str, length: int, output: Path, layer_index: int = 0,
               require_ane: bool = False, allow: set[str] | frozenset = frozenset(), show_progress: bool = True,
-              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE, fp16_scale: int | str | None = None) -> dict:
+              lora=None, attention: str = "dense", tile: int = DEFAULT_TILE,
+              fp16_scale: int | str | None = None) -> dict:
     """Export and report; returns probe.json's content. `passed` is False when a check (or the ANE gate) fails.
     `attention`: dense | windowed (tile `tile`) | auto (attention_choice.py decides for this bucket).
     `fp16_scale`: None (no rescaling), an exponent K, or "auto" (fp16_scale_choice.py picks K by measured headroom)."""

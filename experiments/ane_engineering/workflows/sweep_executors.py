@@ -32,7 +32,8 @@ def run_tasks(function, jobs: list[dict], executor: str, workers: int, on_result
         return results
     if executor == "local":
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                                 initializer=stop.ignore_interrupts) as pool:  # a stop reaches workers once, from core/stop.py
+                                 # a stop reaches workers once, from core/stop.py
+                                 initializer=stop.ignore_interrupts) as pool:
             futures = {pool.submit(function, job): i for i, job in enumerate(jobs)}
             for done, future in enumerate(as_completed(futures), start=1):
                 results[futures[future]] = future.result()

@@ -89,7 +89,8 @@ def _row(name: str, settings: dict | None, package_dir: Path, report: dict, repo
     validation the row carries its figures under "heldout" and passes only if both validations pass."""
     common = {
         "name": name, **(settings or {"bits": 16, "mode": "fp16", "group_size": None}),
-        "package": portable_path(package_dir, sweep_dir), "package_bytes": package_bytes(package_dir / "model.mlpackage"),
+        "package": portable_path(package_dir, sweep_dir),
+        "package_bytes": package_bytes(package_dir / "model.mlpackage"),
         "package_mb": round(package_bytes(package_dir / "model.mlpackage") / 1e6, 3), "palettize_seconds": seconds,
         "package_sha256": _package_sha256(package_dir),
     }
@@ -168,7 +169,8 @@ def _run_candidate(job: dict) -> dict:
                 held)
 
 
-def grid_jobs(parent: Path, candidates_dir: Path, bits, modes, group_sizes, group_axes, weightings, common: dict) -> list:
+def grid_jobs(parent: Path, candidates_dir: Path, bits, modes, group_sizes, group_axes, weightings,
+              common: dict) -> list:
     """One job per grid point; weighting applies to k-means only (uniform LUTs have no objective to weight)."""
     jobs = []
     for b in bits:

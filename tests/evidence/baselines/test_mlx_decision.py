@@ -1,4 +1,5 @@
-"""The MLX FP16 baseline (evidence/baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16 noise.
+"""The MLX FP16 baseline (evidence/baselines/mlx_decision.py) decides what the FP32 reference decides, within FP16
+noise.
 
 Tolerance, derived rather than fitted. An option logit is s = b + sum_j w_j h_j over the S scorer units at its marker.
 FP16 perturbs the features h_j relatively; the resulting logit error scales with the absolute mass of that last dot
@@ -27,12 +28,16 @@ from fp16_support import U16
 pytest.importorskip("mlx.core")
 pytestmark = pytest.mark.slow  # see the module docstring
 
-from experiments.ane_engineering.evidence.baselines.mlx_decision import (BaselineInputError, MLXDecisionBaseline,  # noqa: E402
-                                                                 choose_faster_variant, mlx_available)
-from experiments.ane_engineering.core.buckets import smallest_bucket  # noqa: E402
 from experiments.ane_engineering.checkpoint import load_checkpoint  # noqa: E402
-from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions  # noqa: E402
+from experiments.ane_engineering.core.buckets import smallest_bucket  # noqa: E402
+from experiments.ane_engineering.evidence.baselines.mlx_decision import (  # noqa: E402
+    BaselineInputError,
+    MLXDecisionBaseline,
+    choose_faster_variant,
+    mlx_available,
+)
 from experiments.ane_engineering.model.reference import ReferenceDecisionModel  # noqa: E402
+from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions  # noqa: E402
 
 K_REFERENCE = 8  # one u per transformer layer (6 encoder + 2 head on builtin:tiny); see the module docstring
 K_SAME_MODEL = 2  # eager vs compiled, padded vs unpadded: the same FP16 model, at most rounding of the last product

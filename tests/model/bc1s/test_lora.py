@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from experiments.ane_engineering import validate
+from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.model.bc1s.lora import LoraSpec
 from experiments.ane_engineering.model.bc1s.models import BC1SBody
-from experiments.ane_engineering.core.cli import run_main
 from experiments.ane_engineering.package.inputs import adapter as adapters
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
-from experiments.ane_engineering.workflows.probe_run import run_probe
 from experiments.ane_engineering.run.agent import ANEAgent, RequestError
 from experiments.ane_engineering.validation.golden import make_golden
+from experiments.ane_engineering.workflows.probe_run import run_probe
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
 
@@ -42,14 +42,16 @@ def agent(lora_package, tiny):
 
 
 def _questions(tiny, count=8):
-    return [q for q in load_questions() if encode_question(tiny.tokenizer, tiny.config.head, q).num_tokens <= 96][:count]
+    return [q for q in load_questions()
+            if encode_question(tiny.tokenizer, tiny.config.head, q).num_tokens <= 96][:count]
 
 
 def _merged_logits(tiny, adapter, question):
     merged = adapters.merge(tiny, adapter)
     body = BC1SBody(merged.config, merged.tensors, 96).eval()
     encoded = encode_question(tiny.tokenizer, tiny.config.head, question)
-    inputs = body_inputs(merged.config, merged.tensors, encoded.input_ids, encoded.token_types, encoded.marker_positions, 96)
+    inputs = body_inputs(merged.config, merged.tensors, encoded.input_ids, encoded.token_types,
+                         encoded.marker_positions, 96)
     with torch.no_grad():
         return body(**{k: torch.from_numpy(v) for k, v in inputs.items()})[0, 0, 0, :len(question.options)].numpy()
 
@@ -78,7 +80,10 @@ def test_a_wrongly_ordered_adapter_is_caught(agent, tiny, monkeypatch):
     adapter = adapters.random_adapter(tiny.config, SPEC, seed=1, scale=SCALE * 5)
     question = _questions(tiny, 1)[0]
     good = np.asarray(agent.decide(question, adapter=adapter).option_logits)
-    half_major = lambda heads, dim: torch.arange(heads * dim).reshape(heads, 2, dim // 2).transpose(0, 1).reshape(-1)
+
+    def half_major(heads, dim):
+        return torch.arange(heads * dim).reshape(heads, 2, dim // 2).transpose(0, 1).reshape(-1)
+
     monkeypatch.setattr(adapters, "qk_row_order", half_major)
     bad = np.asarray(agent.decide(question, adapter=adapter).option_logits)
     assert np.abs(good - bad).max() > LOGIT_TOLERANCE
@@ -97,7 +102,8 @@ def test_validates_against_a_golden_made_with_merged_weights(lora_package, tiny,
     adapters.save_adapter(path, adapter)
     golden = make_golden(adapters.merge(tiny, adapters.load_adapter(path, tiny.config)))
     (tmp_path / "golden.json").write_text(json.dumps(golden))
-    status = validate.main(["--package", str(lora_package), "--adapter", str(path), "--golden", str(tmp_path / "golden.json"),
+    status = validate.main(["--package", str(lora_package), "--adapter", str(path), "--golden",
+                            str(tmp_path / "golden.json"),
                             "--backend", "mil", "--repeats", "3", "--output", str(tmp_path / "v.json")])
     report = json.loads((tmp_path / "v.json").read_text())
     assert status == 0 and report["passed"], report["reasons"]

@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from checkpoint_support import config_and_tensors, small_config
-from experiments.ane_engineering.model.bc1s.models import BC1SBody, BC1SLayerBlock
+from experiments.ane_engineering.checkpoint.tokenizer import build_byte_tokenizer
 from experiments.ane_engineering.core import tolerances
 from experiments.ane_engineering.core.buckets import INACTIVE_LOGIT, MARKER_SLOTS
-from experiments.ane_engineering.checkpoint.tokenizer import build_byte_tokenizer
-from experiments.ane_engineering.package.inputs.device_inputs import DeviceInputError, body_inputs
-from experiments.ane_engineering.package.inputs.questions import Question, encode_question, load_questions
-from experiments.ane_engineering.model.masks import additive_bc1s, allowed
+from experiments.ane_engineering.model.bc1s.models import BC1SBody, BC1SLayerBlock
 from experiments.ane_engineering.model.layers import ATTENTION_IMPLEMENTATIONS
+from experiments.ane_engineering.model.masks import additive_bc1s, allowed
 from experiments.ane_engineering.model.modernbert_reference import ReferenceEncoder
 from experiments.ane_engineering.model.reference import ReferenceDecisionModel
+from experiments.ane_engineering.package.inputs.device_inputs import DeviceInputError, body_inputs
+from experiments.ane_engineering.package.inputs.questions import Question, encode_question, load_questions
 
 LOGITS_ABS = tolerances.BC1S_LOGITS_ABS
 LAYER_ABS = tolerances.BC1S_LAYER_ABS
@@ -42,7 +42,8 @@ VARIANTS = {
 def _hand_made() -> list[Question]:
     return [
         Question("hand-choice", "choice", "Pick the even number.", ("7", "12", "25")),
-        Question("hand-score", "score", "Rate: the tests run fast.", ("low", "mid", "high", "top"), (1.0, 2.0, 3.0, 4.0)),
+        Question("hand-score", "score", "Rate: the tests run fast.", ("low", "mid", "high", "top"),
+                 (1.0, 2.0, 3.0, 4.0)),
         Question("hand-noul-32", "noul", "Which one?", tuple(f"o{i}" for i in range(MARKER_SLOTS))),  # every slot
     ]
 

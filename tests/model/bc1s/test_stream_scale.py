@@ -12,8 +12,14 @@ from experiments.ane_engineering.checkpoint import load_checkpoint
 from experiments.ane_engineering.core.tolerances import STREAM_SCALE_REL
 from experiments.ane_engineering.model.bc1s.embedding import BC1SSentenceEmbedder
 from experiments.ane_engineering.model.bc1s.models import BC1SBody
-from experiments.ane_engineering.model.bc1s.stream_scale import (FP16_SMALLEST_SUBNORMAL, StreamScaleError, fp16_stored,
-                                                               scale_residual_stream, scaled_epsilons, stream_norms)
+from experiments.ane_engineering.model.bc1s.stream_scale import (
+    FP16_SMALLEST_SUBNORMAL,
+    StreamScaleError,
+    fp16_stored,
+    scale_residual_stream,
+    scaled_epsilons,
+    stream_norms,
+)
 from experiments.ane_engineering.model.window_tiles import DENSE, AttentionLayout
 from experiments.ane_engineering.package.inputs.device_inputs import body_inputs, embedding_inputs
 from experiments.ane_engineering.package.inputs.questions import encode_question, load_questions
@@ -52,7 +58,8 @@ def tiny_outlier():
 @pytest.mark.parametrize("exponent", [1, 3, 5])
 def test_rescaled_tiny_body_equals_the_unscaled_in_fp32(tiny, exponent):
     inputs = _question_inputs(tiny)
-    assert _relative_difference(lambda: BC1SBody(tiny.config, tiny.tensors, LENGTH), inputs, exponent) <= STREAM_SCALE_REL
+    assert _relative_difference(lambda: BC1SBody(tiny.config, tiny.tensors, LENGTH), inputs,
+                                exponent) <= STREAM_SCALE_REL
 
 
 @pytest.mark.parametrize("attention", [DENSE, AttentionLayout("windowed", 32)], ids=["dense", "windowed"])
@@ -170,4 +177,5 @@ def test_probe_fp16_scale_values_outside_auto_none_and_0_to_24_are_refused(text)
 
     with pytest.raises(ArgumentValueError, match="--fp16-scale"):
         fp16_scale_argument(text)
-    assert fp16_scale_argument("none") is None and fp16_scale_argument("auto") == "auto" and fp16_scale_argument("3") == 3
+    assert (fp16_scale_argument("none") is None and fp16_scale_argument("auto") == "auto"
+            and fp16_scale_argument("3") == 3)

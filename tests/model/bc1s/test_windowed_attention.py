@@ -2,9 +2,9 @@
 transformers, through export, the `mil` executor, validation and the static ANE rules.
 
 Bounds: FP32 BC1S vs the reference encoder, max abs 1e-4 on valid tokens (tolerances.BC1S_ENCODER_ABS, the
-acceptance bound); the exported FP16 package vs transformers: one FP16 rounding of the largest output grown by every layer, x4
-(the derivation of tests/run/mil/test_executor.py body_tolerance). Moving the window edge by one token, in the host
-mask or in the graph's geometry, breaks the FP32 bound.
+acceptance bound); the exported FP16 package vs transformers: one FP16 rounding of the largest output grown by every
+layer, x4 (the derivation of tests/run/mil/test_executor.py body_tolerance). Moving the window edge by one token, in the
+host mask or in the graph's geometry, breaks the FP32 bound.
 """
 
 from __future__ import annotations
@@ -14,21 +14,17 @@ import json
 import numpy as np
 import pytest
 import torch
+
 from checkpoint_support import (
     config_and_tensors,
     randomize_transformers_model,
     small_config,
 )
-
-from fp16_support import U16
-from experiments.ane_engineering.core import tolerances
 from experiments.ane_engineering import validate
-from experiments.ane_engineering.model.bc1s.models import BC1SEncoder
-from experiments.ane_engineering.core.buckets import MASK_BIAS
 from experiments.ane_engineering.checkpoint import load_checkpoint
-from experiments.ane_engineering.package.convert import convert
-from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec
-from experiments.ane_engineering.workflows.probe_run import run_probe
+from experiments.ane_engineering.core import tolerances
+from experiments.ane_engineering.core.buckets import MASK_BIAS
+from experiments.ane_engineering.model.bc1s.models import BC1SEncoder
 from experiments.ane_engineering.model.encoders import reference_encoder
 from experiments.ane_engineering.model.masks import additive_bc1s
 from experiments.ane_engineering.model.window_tiles import (
@@ -37,12 +33,16 @@ from experiments.ane_engineering.model.window_tiles import (
     additive_window,
     windowed,
 )
+from experiments.ane_engineering.package.convert import convert
+from experiments.ane_engineering.package.kinds import ExportSpecError, build_export_spec
 from experiments.ane_engineering.placement.static_check import check_program
 from experiments.ane_engineering.run.agent import RequestError, check_shapes_and_masks
 from experiments.ane_engineering.validation.golden import (
     COMMITTED_TINY_GOLDEN,
     load_golden,
 )
+from experiments.ane_engineering.workflows.probe_run import run_probe
+from fp16_support import U16
 
 FP16_SAFETY = 2
 
@@ -252,7 +252,8 @@ def test_validation_of_tiny_at_l1024_passes_with_the_windowed_layout_no_worse_th
     magnitude = max(abs(v) for q in load_golden(COMMITTED_TINY_GOLDEN)["questions"] for v in q["option_logits"])
     sliding = tiny.config.encoder.layer_types.count("sliding_attention")
     logit_allowance = U16 * magnitude * sliding
-    probability_allowance = tolerances.softmax_abs(logit_allowance, min(tiny.config.head.calibration.temperature.values()))
+    probability_allowance = tolerances.softmax_abs(logit_allowance,
+                                                   min(tiny.config.head.calibration.temperature.values()))
     assert tiled["max_option_logit_error"] <= dense["max_option_logit_error"] + logit_allowance
     for key in ("max_calibrated_error", "max_action_probability_error"):
         assert tiled[key] <= dense[key] + probability_allowance, (key, tiled[key], dense[key])
@@ -276,5 +277,6 @@ def test_auto_layout_follows_the_calibrated_prediction_and_is_recorded(tmp_path)
     wide_raw = small_config(local_attention=512)  # radius 256 >= L - 1: the window covers the bucket
     wide = load_checkpoint(str(write_checkpoint(tmp_path / "wide", wide_raw, config_and_tensors(wide_raw)[1])))
     report = run_probe(wide, "encoder", 96, tmp_path / "auto-wide", show_progress=False, attention="auto")
-    assert report["attention"]["layout"] == "dense" and "covers the whole bucket" in report["attention"]["choice"]["reason"]
+    assert (report["attention"]["layout"] == "dense"
+            and "covers the whole bucket" in report["attention"]["choice"]["reason"])
     assert "predicted_body_ms" not in report["attention"]["choice"]

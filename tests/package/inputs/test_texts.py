@@ -24,7 +24,8 @@ def _norm(text: str) -> str:
 
 
 def _question_sets():
-    return {path.name: load_questions(path) for path in (FIXTURE_PATH, CALIBRATION_QUESTIONS_PATH, HELDOUT_QUESTIONS_PATH)}
+    return {path.name: load_questions(path)
+            for path in (FIXTURE_PATH, CALIBRATION_QUESTIONS_PATH, HELDOUT_QUESTIONS_PATH)}
 
 
 def _text_sets():

@@ -152,7 +152,8 @@ def seal_as_before(export: Path) -> None:
                 manifest = json.loads(path.read_text())
                 entries = manifest["itemInfoEntries"]
                 canonical = {"fileFormatVersion": manifest["fileFormatVersion"],
-                             "items": {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in entries.values()},
+                             "items": {e["path"]: {k: v for k, v in e.items() if k != "path"}
+                                       for e in entries.values()},
                              "root": entries[manifest["rootModelIdentifier"]]["path"]}
                 data = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
             elif relative.endswith(".mlmodel"):
@@ -385,7 +386,8 @@ DAMAGES = {
     "undefined variable": (lambda p: edit_spec(p, _undefined), "nothing defines"),
     "a cycle": (lambda p: edit_spec(p, _cycle), "cycle"),
     "const shape disagrees with its blob": (
-        lambda p: _set_blob_const(p, lambda t: setattr(t.dimensions[0].constant, "size", 3 * t.dimensions[0].constant.size)),
+        lambda p: _set_blob_const(p, lambda t: setattr(t.dimensions[0].constant, "size",
+                                                       3 * t.dimensions[0].constant.size)),
         "elements"),
     "const dtype disagrees with its blob": (
         lambda p: _set_blob_const(p, lambda t: setattr(t, "dataType", MIL_pb2.DataType.Value("FLOAT32"))),
@@ -624,7 +626,8 @@ def test_a_loop_that_never_ends_is_refused_with_the_loop_named(loop_packages, tm
     refused(execute.main, [*_execute_run(fifty, inputs, tmp_path / "o.npz"), "--max-loop-iterations", "10"],
             capsys, "while_loop", "10 loop iterations")
     assert not (tmp_path / "o.npz").exists()
-    assert run_main(execute.main, [*_execute_run(fifty, inputs, tmp_path / "o.npz"), "--max-loop-iterations", "50"]) == 0
+    assert run_main(execute.main,
+                    [*_execute_run(fifty, inputs, tmp_path / "o.npz"), "--max-loop-iterations", "50"]) == 0
     with np.load(tmp_path / "o.npz") as data:
         assert data[data.files[0]].tolist() == [50.0]
     refused(execute.main, [*_execute_run(fifty, inputs, tmp_path / "p.npz"), "--max-loop-iterations", "0"],

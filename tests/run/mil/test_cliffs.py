@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 
 from executor_ops_support import build_program, loaded, mb, spec
-
-from experiments.ane_engineering.run.mil.cliffs import (FP16_MAX, MATMUL_CLASS, REDUCE_SUM, WIDTH_OFFSET_SLICE,
-                                                        AneCliffs, CliffError, load_cliffs)
+from experiments.ane_engineering.run.mil.cliffs import (
+    FP16_MAX,
+    MATMUL_CLASS,
+    REDUCE_SUM,
+    WIDTH_OFFSET_SLICE,
+    AneCliffs,
+    CliffError,
+    load_cliffs,
+)
 from experiments.ane_engineering.run.mil.executor import MILExecutor
 from experiments.ane_engineering.run.mil.headroom import measure_headroom
 
@@ -113,7 +119,9 @@ def test_a_slice_with_its_offset_on_another_axis_is_not_a_width_offset_slice():
 
 @pytest.mark.parametrize("family", ["pre-a16", "a16"])
 def test_integer_reduce_sum_cliff(family):
-    build = lambda v: mb.reduce_sum(x=mb.reshape(x=v, shape=[1, 8]), axes=[1], name="total")
+    def build(v):
+        return mb.reduce_sum(x=mb.reshape(x=v, shape=[1, 8]), axes=[1], name="total")
+
     for dtype in (np.float16, np.float32):
         prog = build_program(build, {"x": spec(np.zeros(8, dtype))})
         at = np.full(8, REDUCE_CLIFF / 8, dtype)  # total exactly the cliff value

@@ -1,5 +1,6 @@
-"""The numpy MIL executor: per-op semantics on small saved packages, palettized weights, weight.bin integrity,
-load-time refusal of unknown ops, memory release, and a real BC1S body against its FP32 torch twin.
+"""The numpy MIL executor: its fp16 casts, fp16-strict accumulation, weight.bin integrity, load-time refusal of
+unknown ops, memory release, a package round trip of the builder programs, and a real BC1S body against its
+FP32 torch twin. The ops' own semantics are tested per family in tests/run/mil/ops/test_<family>.py.
 
 Tolerances (fp32-accumulate mode). An op computed exactly and rounded once to fp16 is within half an fp16 step
 of the exact value. Each output element may differ from a float64 reference of the op's semantics (computed from
@@ -10,15 +11,12 @@ the same fp16 inputs and fp16 weights) by at most
 i.e. one fp16 step at the reference's magnitude (twice the rounding bound, so the float32 evaluation of the
 op can never tip an element over), the smallest fp16 subnormal, and the float32 accumulation bound of a K-term
 sum. A correct op always passes; an op whose semantics differ by more than about one fp16 step fails, which the
-broken-op tests below demonstrate.
+broken-op tests of the op families demonstrate.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,104 +24,62 @@ import pytest
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
-from conversion_support import convert_tiny_body, save_program  # noqa: E402
-from fp16_support import TINY16, U16, f16, ulp16  # noqa: E402
-from package_edits import weight_bin, weight_blobs  # noqa: E402
 
+from conversion_support import convert_tiny_body  # noqa: E402
+from executor_packages import (  # noqa: E402
+    B1,
+    CX,
+    NS,
+    NX,
+    PW,
+    PX,
+    RNG,
+    TARGET,
+    W1,
+    P,
+    X,
+    Y,
+    conv2d64,
+    conv_mlmodel,
+    dot_feeds,
+    dot_package,
+    elementwise_package,
+    norm_package,
+    norm_refs,
+    swap_handler,
+    to_package,
+    violation,
+)
 from experiments.ane_engineering.run.mil import kernels  # noqa: E402
 from experiments.ane_engineering.run.mil.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
-from experiments.ane_engineering.run.mil.numerics import FP16_STRICT, Numerics  # noqa: E402
-from experiments.ane_engineering.run.mil.ops.contraction import einsum_as_matmul  # noqa: E402
-from experiments.ane_engineering.run.mil.registry import OPS, OpNode, UnsupportedOpError  # noqa: E402
-
-TARGET = ct.target.macOS15
-
-
-# ----------------------------------------------------------------------------------------------- helpers
-
-def swap_handler(monkeypatch, op_type: str, handler) -> None:
-    """Run `op_type` through `handler` for one test (its registration otherwise unchanged)."""
-    monkeypatch.setitem(OPS, op_type, dataclasses.replace(OPS[op_type], handler=handler))
+from experiments.ane_engineering.run.mil.numerics import FP16_STRICT  # noqa: E402
+from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError  # noqa: E402
+from fp16_support import U16, f16  # noqa: E402
+from package_edits import weight_bin, weight_blobs  # noqa: E402
 
 
-def violation(out, ref, extra=0.0) -> float:
-    """max |out - ref| / tolerance; <= 1 passes."""
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    tol = ulp16(ref) + TINY16 + extra
-    return float(np.max(np.abs(out - ref) / tol))
+@pytest.fixture(scope="module")
+def conv_model():
+    """The palettizable conv stack (an MLModel), converted once for this module."""
+    return conv_mlmodel()
 
 
-def assert_close16(out, ref, extra=0.0, what=""):
-    v = violation(out, ref, extra)
-    assert v <= 1.0, f"{what}: error {v:.2f}x the fp16 tolerance (max abs err {np.max(np.abs(out.astype(np.float64) - ref)):.3g})"
+@pytest.fixture(scope="module")
+def dot_pkg(tmp_path_factory):
+    """The dot-product package, converted once for this module."""
+    return dot_package(tmp_path_factory)
 
 
-def dot_extra(k: int, abs_terms: np.ndarray) -> np.ndarray:
-    return k * TINY16 * abs_terms
+@pytest.fixture(scope="module")
+def elementwise_pkg(tmp_path_factory):
+    """The elementwise package, converted once for this module."""
+    return elementwise_package(tmp_path_factory)
 
 
-def to_package(prog, tmp_path: Path, name: str) -> Path:
-    return save_program(prog, tmp_path / f"{name}.mlpackage", TARGET)
-
-
-def erf64(x):
-    return np.vectorize(math.erf)(np.asarray(x, np.float64))
-
-
-def softmax64(x, axis):
-    x = np.asarray(x, np.float64)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def layer_norm64(x, axes, gamma=None, beta=None, eps=1e-5):
-    x = np.asarray(x, np.float64)
-    mean = x.mean(axis=axes, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    y = (x - mean) / np.sqrt(var + eps)
-    shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
-    if gamma is not None:
-        y = y * np.asarray(gamma, np.float64).reshape(shape)
-    if beta is not None:
-        y = y + np.asarray(beta, np.float64).reshape(shape)
-    return y
-
-
-def conv2d64(x, w, bias=None, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(1, 1), groups=1):
-    """Direct float64 convolution from its definition (NCHW, weight [Cout, Cin/groups, KH, KW])."""
-    x = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0)) + tuple(pads))
-    w = np.asarray(w, np.float64)
-    n, cin, h, wd = x.shape
-    cout, cin_g, kh, kw = w.shape
-    oh = (h - (kh - 1) * dilations[0] - 1) // strides[0] + 1
-    ow = (wd - (kw - 1) * dilations[1] - 1) // strides[1] + 1
-    out = np.zeros((n, cout, oh, ow))
-    absout = np.zeros_like(out)
-    cout_g = cout // groups
-    for o in range(cout):
-        g = o // cout_g
-        xs = x[:, g * cin_g:(g + 1) * cin_g]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xs[:, :, i * dilations[0]: i * dilations[0] + (oh - 1) * strides[0] + 1: strides[0],
-                           j * dilations[1]: j * dilations[1] + (ow - 1) * strides[1] + 1: strides[1]]
-                term = np.einsum("nchw,c->nhw", patch, w[o, :, i, j])
-                out[:, o] += term
-                absout[:, o] += np.einsum("nchw,c->nhw", np.abs(patch), np.abs(w[o, :, i, j]))
-    if bias is not None:
-        out += np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
-    return out, absout, cin_g * kh * kw
-
-
-def op_types(path) -> set[str]:
-    from experiments.ane_engineering.package.mil.load import load_program
-
-    return set(load_program(path).op_type_counts())
-
-
-RNG = np.random.default_rng(20240611)
+@pytest.fixture(scope="module")
+def norm_pkg(tmp_path_factory):
+    """The norm, softmax and reduction package, converted once for this module."""
+    return norm_package(tmp_path_factory)
 
 
 # ----------------------------------------------------------------------------------------------- fp16 casts
@@ -140,8 +96,10 @@ def test_fast_fp16_casts_equal_numpy_bit_for_bit():
     mids = ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32)
     mids = np.concatenate([mids, -mids, np.float32([65520.0, -65520.0])])
     bits = np.concatenate([f32.view(np.uint32), mids.view(np.uint32), mids.view(np.uint32) + 1,
-                           mids.view(np.uint32) - 1, rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32),
-                           np.array([0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000, 0x33000001, 0x387FFFFF], np.uint32)])
+                           mids.view(np.uint32) - 1,
+                           rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000, 0x33000001, 0x387FFFFF],
+                                    np.uint32)])
     values = bits.view(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(np.float16)
@@ -165,300 +123,6 @@ def test_fast_fp16_casts_equal_numpy_bit_for_bit():
         assert np.all((got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))), op
         assert np.all((got_scalar.view(np.uint16) == want_scalar.view(np.uint16))
                       | (np.isnan(got_scalar) & np.isnan(want_scalar))), op
-
-
-# ----------------------------------------------------------------------------------------------- elementwise
-
-SHAPE = (2, 16, 3, 8)
-X = f16(RNG.standard_normal(SHAPE) * 2.0)
-Y = f16(RNG.uniform(0.5, 2.0, SHAPE) * np.where(RNG.random(SHAPE) < 0.5, -1, 1))
-P = f16(RNG.uniform(0.25, 3.0, SHAPE))
-
-
-@pytest.fixture(scope="module")
-def elementwise_pkg(tmp_path_factory):
-    spec = [mb.TensorSpec(shape=SHAPE, dtype=types.fp16) for _ in range(3)]
-
-    @mb.program(input_specs=spec, opset_version=TARGET)
-    def prog(x, y, p):
-        return (
-            mb.add(x=x, y=y, name="o_add"), mb.sub(x=x, y=y, name="o_sub"), mb.mul(x=x, y=y, name="o_mul"),
-            mb.real_div(x=x, y=y, name="o_div"), mb.maximum(x=x, y=y, name="o_max"),
-            mb.minimum(x=x, y=y, name="o_min"), mb.pow(x=p, y=y, name="o_pow"),
-            mb.exp(x=x, name="o_exp"), mb.tanh(x=x, name="o_tanh"), mb.sigmoid(x=x, name="o_sigmoid"),
-            mb.silu(x=x, name="o_silu"), mb.relu(x=x, name="o_relu"), mb.sqrt(x=p, name="o_sqrt"),
-            mb.rsqrt(x=p, epsilon=np.float16(0.01), name="o_rsqrt"),
-            mb.gelu(x=x, mode="EXACT", name="o_gelu"), mb.gelu(x=x, mode="TANH_APPROXIMATION", name="o_gelu_tanh"),
-            mb.gelu(x=x, mode="SIGMOID_APPROXIMATION", name="o_gelu_sigmoid"),
-            mb.clip(x=x, alpha=np.float16(-0.5), beta=np.float16(1.25), name="o_clip"),
-            mb.select(cond=mb.greater(x=x, y=y), a=x, b=y, name="o_select"),
-        )
-
-    return to_package(prog, tmp_path_factory.mktemp("elementwise"), "elementwise")
-
-
-def elementwise_refs():
-    x, y, p = (a.astype(np.float64) for a in (X, Y, P))
-    sig = 1 / (1 + np.exp(-x))
-    return {
-        "o_add": x + y, "o_sub": x - y, "o_mul": x * y, "o_div": x / y, "o_max": np.maximum(x, y),
-        "o_min": np.minimum(x, y), "o_pow": p ** y, "o_exp": np.exp(x), "o_tanh": np.tanh(x), "o_sigmoid": sig,
-        "o_silu": x * sig, "o_relu": np.maximum(x, 0), "o_sqrt": np.sqrt(p),
-        "o_rsqrt": 1 / np.sqrt(p + float(np.float16(0.01))),
-        "o_gelu": 0.5 * x * (1 + erf64(x / math.sqrt(2))),
-        "o_gelu_tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
-        "o_gelu_sigmoid": x / (1 + np.exp(-1.702 * x)),
-        "o_clip": np.clip(x, -0.5, 1.25), "o_select": np.where(x > y, x, y),
-    }
-
-
-@pytest.mark.slow
-def test_elementwise_ops_match_float64_reference(elementwise_pkg):
-    ex = MILExecutor(elementwise_pkg)
-    out = ex.run({"x": X, "y": Y, "p": P})
-    refs = elementwise_refs()
-    assert set(out) == set(refs)
-    for name, ref in refs.items():
-        assert out[name].dtype == np.float16
-        assert_close16(out[name], ref, what=name)
-    present = set(ex.op_type_counts)
-    for t in ("add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "exp", "tanh", "sigmoid", "silu",
-              "relu", "sqrt", "rsqrt", "gelu", "clip", "select", "greater"):
-        assert t in present, t
-
-
-@pytest.mark.slow
-def test_gelu_tanh_approximation_in_place_of_exact_is_caught(elementwise_pkg, monkeypatch):
-    def wrong_gelu(node, args, num):
-        x = num.f(args["x"])
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # ignores mode
-
-    swap_handler(monkeypatch, "gelu", wrong_gelu)
-    out = MILExecutor(elementwise_pkg).run({"x": X, "y": Y, "p": P})
-    assert violation(out["o_gelu"], elementwise_refs()["o_gelu"]) > 1.0
-    assert violation(out["o_gelu_tanh"], elementwise_refs()["o_gelu_tanh"]) <= 1.0
-
-
-# ----------------------------------------------------------------------------------------------- norms, softmax, reductions
-
-NSHAPE = (1, 24, 1, 10)
-NX = f16(RNG.standard_normal(NSHAPE))
-NS = f16(0.003 * RNG.standard_normal(NSHAPE))  # variance ~1e-5: layer_norm's epsilon matters here
-GAMMA = f16(RNG.uniform(0.5, 1.5, 24))
-BETA = f16(RNG.standard_normal(24) * 0.1)
-
-
-@pytest.fixture(scope="module")
-def norm_pkg(tmp_path_factory):
-    spec = [mb.TensorSpec(shape=NSHAPE, dtype=types.fp16) for _ in range(2)]
-
-    @mb.program(input_specs=spec, opset_version=TARGET)
-    def prog(x, s):
-        return (
-            mb.layer_norm(x=x, axes=[1], gamma=GAMMA, beta=BETA, epsilon=np.float16(1e-5), name="o_ln_gb"),
-            mb.layer_norm(x=s, axes=[1], epsilon=np.float16(1e-5), name="o_ln_small"),
-            mb.layer_norm(x=x, axes=[-1], name="o_ln_last"),
-            mb.softmax(x=x, axis=1, name="o_softmax1"), mb.softmax(x=x, axis=-1, name="o_softmax_last"),
-            mb.reduce_mean(x=x, axes=[1], keep_dims=True, name="o_mean"),
-            mb.reduce_sum(x=x, axes=[1, 3], keep_dims=False, name="o_sum"),
-        )
-
-    return to_package(prog, tmp_path_factory.mktemp("norm"), "norm")
-
-
-def norm_refs():
-    x, s = NX.astype(np.float64), NS.astype(np.float64)
-    eps = float(np.float16(1e-5))
-    return {
-        "o_ln_gb": layer_norm64(x, (1,), GAMMA, BETA, eps), "o_ln_small": layer_norm64(s, (1,), eps=eps),
-        "o_ln_last": layer_norm64(x, (3,), eps=eps), "o_softmax1": softmax64(x, 1), "o_softmax_last": softmax64(x, 3),
-        "o_mean": x.mean(axis=1, keepdims=True), "o_sum": x.sum(axis=(1, 3)),
-    }
-
-
-@pytest.mark.slow
-def test_norm_softmax_reduction_ops_match_float64_reference(norm_pkg):
-    ex = MILExecutor(norm_pkg)
-    out = ex.run({"x": NX, "s": NS})
-    for name, ref in norm_refs().items():
-        assert_close16(out[name], ref, what=name)
-    assert {"layer_norm", "softmax", "reduce_mean", "reduce_sum"} <= set(ex.op_type_counts)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("broken", ["softmax_axis", "layer_norm_epsilon"])
-def test_broken_norm_semantics_are_caught(norm_pkg, monkeypatch, broken):
-    if broken == "softmax_axis":
-        original = OPS["softmax"].handler
-
-        def wrong(node, args, num):
-            args = dict(args)
-            args["axis"] = np.int32(-1 if int(args["axis"]) != -1 else 1)  # the other axis
-            return original(node, args, num)
-
-        swap_handler(monkeypatch, "softmax", wrong)
-        name = "o_softmax1"
-    else:
-        original = OPS["layer_norm"].handler
-
-        def wrong(node, args, num):
-            args = dict(args)
-            args["epsilon"] = np.float16(0)  # epsilon ignored
-            return original(node, args, num)
-
-        swap_handler(monkeypatch, "layer_norm", wrong)
-        name = "o_ln_small"
-    out = MILExecutor(norm_pkg).run({"x": NX, "s": NS})
-    assert violation(out[name], norm_refs()[name]) > 1.0
-
-
-# ----------------------------------------------------------------------------------------------- layout ops
-
-LX = f16(RNG.standard_normal((2, 6, 4, 5)))
-GATHER_IDX = np.array([3, 0, 2, 2], dtype=np.int32)
-ALONG_IDX = RNG.integers(0, 6, size=(2, 3, 4, 5)).astype(np.int32)
-
-
-@pytest.fixture(scope="module")
-def layout_pkg(tmp_path_factory):
-    @mb.program(input_specs=[mb.TensorSpec(shape=LX.shape, dtype=types.fp16)], opset_version=TARGET)
-    def prog(x):
-        parts = mb.split(x=x, split_sizes=[2, 4], axis=1, name="o_split")
-        return (
-            mb.reshape(x=x, shape=[2, 24, 5], name="o_reshape"),
-            mb.transpose(x=x, perm=[0, 3, 1, 2], name="o_transpose"),
-            mb.slice_by_index(x=x, begin=[0, 1, 0, 4], end=[2, 6, 3, 0], stride=[1, 2, 1, -2],
-                              begin_mask=[False, False, True, False], end_mask=[True, False, False, True],
-                              name="o_slice"),
-            mb.slice_by_index(x=x, begin=[1, 0, 2, 0], end=[2, 6, 3, 5], squeeze_mask=[True, False, True, False],
-                              name="o_slice_squeeze"),
-            mb.concat(values=[x, mb.mul(x=x, y=np.float16(2))], axis=2, name="o_concat"),
-            parts[0], parts[1],
-            mb.squeeze(x=mb.slice_by_index(x=x, begin=[0, 0, 0, 0], end=[2, 6, 1, 5]), axes=[2], name="o_squeeze"),
-            mb.expand_dims(x=mb.reshape(x=x, shape=[2, 24, 5]), axes=[1, -1], name="o_expand"),
-            mb.gather(x=x, indices=GATHER_IDX, axis=2, name="o_gather"),
-            mb.gather_along_axis(x=x, indices=ALONG_IDX, axis=1, name="o_along"),
-        )
-
-    return to_package(prog, tmp_path_factory.mktemp("layout"), "layout")
-
-
-@pytest.mark.slow
-def test_layout_ops_are_exact(layout_pkg):
-    ex = MILExecutor(layout_pkg)
-    out = ex.run({"x": LX})
-    x = LX
-    refs = {
-        "o_reshape": x.reshape(2, 24, 5), "o_transpose": x.transpose(0, 3, 1, 2),
-        "o_slice": x[0:, 1:6:2, :3, 4::-2], "o_slice_squeeze": x[1, :, 2, :],
-        "o_concat": np.concatenate([x, x * np.float16(2)], axis=2),
-        "o_squeeze": x[:, :, 0, :], "o_expand": x.reshape(2, 24, 5)[:, None, :, :, None],
-        "o_gather": np.take(x, GATHER_IDX, axis=2), "o_along": np.take_along_axis(x, ALONG_IDX, axis=1),
-    }
-    for name, ref in refs.items():
-        assert out[name].shape == ref.shape, name
-        np.testing.assert_array_equal(out[name], ref, err_msg=name)
-    split_names = [n for n in ex.output_names if n not in refs]
-    assert len(split_names) == 2
-    np.testing.assert_array_equal(out[split_names[0]], x[:, :2])
-    np.testing.assert_array_equal(out[split_names[1]], x[:, 2:])
-    for t in ("reshape", "transpose", "slice_by_index", "concat", "split", "squeeze", "expand_dims", "gather",
-              "gather_along_axis"):
-        assert t in ex.op_type_counts, t
-
-
-# ----------------------------------------------------------------------------------------------- dot products
-
-CX = f16(RNG.standard_normal((1, 8, 9, 10)))
-W1 = f16(RNG.standard_normal((12, 8, 1, 1)) * 0.3)
-B1 = f16(RNG.standard_normal(12) * 0.1)
-W3 = f16(RNG.standard_normal((6, 4, 3, 3)) * 0.3)  # groups=2
-W5 = f16(RNG.standard_normal((5, 8, 2, 3)) * 0.3)
-MX = f16(RNG.standard_normal((2, 7, 16)))
-MY = f16(RNG.standard_normal((2, 5, 16)))
-LW = f16(RNG.standard_normal((11, 16)) * 0.3)
-LB = f16(RNG.standard_normal(11) * 0.1)
-HQ = f16(RNG.standard_normal((1, 16, 1, 12)))  # b c h q
-HK = f16(RNG.standard_normal((1, 12, 1, 16)))  # b k h c
-HP = f16(RNG.uniform(0, 1, (1, 12, 1, 12)))  # b k h q
-SQ = f16(RNG.standard_normal((1, 2, 6, 8)))
-SK = f16(RNG.standard_normal((1, 2, 7, 8)))
-SV = f16(RNG.standard_normal((1, 2, 7, 5)))
-SM = f16(np.where(RNG.random((1, 1, 6, 7)) < 0.3, -1e4, 0.0))
-
-
-@pytest.fixture(scope="module")
-def dot_pkg(tmp_path_factory):
-    spec = [mb.TensorSpec(shape=a.shape, dtype=types.fp16) for a in (CX, MX, MY, HQ, HK, HP, SQ, SK, SV, SM)]
-
-    @mb.program(input_specs=spec, opset_version=TARGET)
-    def prog(x, mx, my, hq, hk, hp, sq, sk, sv, sm):
-        return (
-            mb.conv(x=x, weight=W1, bias=B1, name="o_conv1x1"),
-            mb.conv(x=x, weight=W3, strides=[2, 2], pad_type="same", groups=2, name="o_conv_same"),
-            mb.conv(x=x, weight=W5, pad_type="custom", pad=[1, 0, 2, 1], dilations=[2, 1], name="o_conv_custom"),
-            mb.matmul(x=mx, y=my, transpose_y=True, name="o_matmul"),
-            mb.linear(x=mx, weight=LW, bias=LB, name="o_linear"),
-            mb.einsum(values=(hk, hq), equation="bkhc,bchq->bkhq", name="o_einsum_qk"),
-            mb.einsum(values=(hq, hp), equation="bchk,bkhq->bchq", name="o_einsum_av"),
-            mb.scaled_dot_product_attention(query=sq, key=sk, value=sv, attn_mask=sm, name="o_sdpa"),
-        )
-
-    return to_package(prog, tmp_path_factory.mktemp("dot"), "dot")
-
-
-def dot_feeds():
-    return {"x": CX, "mx": MX, "my": MY, "hq": HQ, "hk": HK, "hp": HP, "sq": SQ, "sk": SK, "sv": SV, "sm": SM}
-
-
-@pytest.mark.slow
-def test_dot_product_ops_match_float64_reference(dot_pkg):
-    ex = MILExecutor(dot_pkg)
-    out = ex.run(dot_feeds())
-    x = CX.astype(np.float64)
-    ref, absref, k = conv2d64(x, W1, B1)
-    assert_close16(out["o_conv1x1"], ref, dot_extra(k, absref), "conv 1x1")
-    # same padding, stride 2, input 9x10, kernel 3: total pad (2, 1)... split (1, 1) and (0, 1): extra after
-    pads = []
-    for size, k_, s in ((9, 3, 2), (10, 3, 2)):
-        total = max(0, s * math.ceil(size / s) - size + k_ - s)
-        pads.append((total // 2, total - total // 2))
-    ref, absref, k = conv2d64(x, W3, strides=(2, 2), pads=tuple(pads), groups=2)
-    assert_close16(out["o_conv_same"], ref, dot_extra(k, absref), "conv same/groups/stride")
-    ref, absref, k = conv2d64(x, W5, pads=((1, 0), (2, 1)), dilations=(2, 1))
-    assert_close16(out["o_conv_custom"], ref, dot_extra(k, absref), "conv custom/dilation")
-    a, b = MX.astype(np.float64), MY.astype(np.float64)
-    assert_close16(out["o_matmul"], a @ np.swapaxes(b, -1, -2), dot_extra(16, np.abs(a) @ np.abs(np.swapaxes(b, -1, -2))), "matmul")
-    assert_close16(out["o_linear"], a @ LW.T.astype(np.float64) + LB, dot_extra(16, np.abs(a) @ np.abs(LW.T.astype(np.float64))), "linear")
-    hq, hk, hp = (v.astype(np.float64) for v in (HQ, HK, HP))
-    assert_close16(out["o_einsum_qk"], np.einsum("bkhc,bchq->bkhq", hk, hq),
-                   dot_extra(16, np.einsum("bkhc,bchq->bkhq", np.abs(hk), np.abs(hq))), "einsum qk")
-    assert_close16(out["o_einsum_av"], np.einsum("bchk,bkhq->bchq", hq, hp),
-                   dot_extra(12, np.einsum("bchk,bkhq->bchq", np.abs(hq), np.abs(hp))), "einsum av")
-    q, kk, v, m = (t.astype(np.float64) for t in (SQ, SK, SV, SM))
-    w = softmax64(q @ np.swapaxes(kk, -1, -2) / math.sqrt(8) + m, -1)
-    assert_close16(out["o_sdpa"], w @ v, dot_extra(7, np.abs(w) @ np.abs(v)), "sdpa")
-    for t in ("conv", "matmul", "linear", "einsum", "scaled_dot_product_attention"):
-        assert t in ex.op_type_counts, t
-
-
-def test_einsum_in_other_orders_matches_numpy():
-    """The per-head attention equations in the operand order of ANE_MATH.md ("Per-head einsum attention"), and a few
-    permutations."""
-    num = Numerics()
-    rng = np.random.default_rng(1)
-    q = rng.standard_normal((1, 16, 1, 12)).astype(np.float32)  # b c h q
-    k = rng.standard_normal((1, 12, 1, 16)).astype(np.float32)  # b k h c
-    p = rng.standard_normal((1, 12, 2, 12)).astype(np.float32)  # b k h q, h broadcast against 1
-    for eq, a, b in (("bchq,bkhc->bkhq", q, k), ("bkhc,bchq->bkhq", k, q), ("bkhq,bchk->bchq", p, q),
-                     ("bchk,bkhq->bchq", q, p), ("ij,jk->ki", k[0, :, 0, :], q[0, :, 0, :])):
-        got = einsum_as_matmul(eq, a, b, num.matmul, lambda t, ax: num.sum(t, ax))
-        if a.ndim == 4 and a.shape[2] != b.shape[2]:  # MIL einsum broadcasts a size-1 h
-            h = max(a.shape[2], b.shape[2])
-            a = np.broadcast_to(a, a.shape[:2] + (h,) + a.shape[3:])
-            b = np.broadcast_to(b, b.shape[:2] + (h,) + b.shape[3:])
-        want = np.einsum(eq, a.astype(np.float64), b.astype(np.float64))
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=eq)
 
 
 # ----------------------------------------------------------------------------------------------- fp16-strict
@@ -492,142 +156,6 @@ def test_fp16_strict_stays_close_on_small_ops(norm_pkg, dot_pkg):
     assert violation(out["o_conv1x1"], ref, extra=(k + 1) * U16 * absref) <= 1.0
 
 
-# ----------------------------------------------------------------------------------------------- handlers the converter folds away
-
-def _node(op_type, shapes, dtypes):
-    return OpNode(0, "t", op_type, "main", ["t"] * len(shapes), shapes, [np.dtype(d) for d in dtypes])
-
-
-def test_fill_shape_cast_handlers():
-    num = Numerics()
-    out = OPS["fill"].handler(_node("fill", [(2, 3)], [np.float16]),
-                                      {"shape": np.array([2, 3], np.int32), "value": np.float16(1.5)}, num)
-    assert out.shape == (2, 3) and out.dtype == np.float16 and np.all(out == 1.5)
-    out = OPS["shape"].handler(_node("shape", [(4,)], [np.int32]), {"x": np.zeros((1, 2, 3, 4))}, num)
-    assert out.tolist() == [1, 2, 3, 4]
-    out = OPS["cast"].handler(_node("cast", [(3,)], [np.int32]), {"x": np.array([-1.7, 0.2, 2.9]), "dtype": "int32"}, num)
-    assert out.tolist() == [-1, 0, 2]
-
-
-def test_constexpr_handlers_equal_coremltools_decompression():
-    from coremltools.converters.mil.mil.ops.defs.iOS16.constexpr_ops import (
-        constexpr_affine_dequantize as affine16, constexpr_lut_to_dense as lut16, constexpr_sparse_to_dense as sparse16)
-    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import (
-        constexpr_blockwise_shift_scale as shift18, constexpr_lut_to_dense as lut18, constexpr_sparse_to_dense as sparse18)
-
-    num = Numerics()
-    rng = np.random.default_rng(3)
-    h = {op_type: op_def.handler for op_type, op_def in OPS.items()}
-    # iOS18 LUT, per-grouped-channel scalar and vector palettization
-    idx = rng.integers(0, 16, size=(8, 6, 1, 1)).astype(np.uint8)
-    lut = rng.standard_normal((4, 1, 1, 1, 16, 1)).astype(np.float16)
-    got = h["constexpr_lut_to_dense"](_node("constexpr_lut_to_dense", [(8, 6, 1, 1)], [np.float16]), {"indices": idx, "lut": lut}, num)
-    np.testing.assert_array_equal(got, lut18.decompress(idx, lut, None))
-    vlut = rng.standard_normal((2, 1, 1, 1, 4, 3)).astype(np.float16)
-    vidx = rng.integers(0, 4, size=(4, 6, 1, 1)).astype(np.uint8)
-    got = h["constexpr_lut_to_dense"](_node("constexpr_lut_to_dense", [(4, 18, 1, 1)], [np.float16]),
-                                      {"indices": vidx, "lut": vlut, "vector_axis": np.int32(1)}, num)
-    np.testing.assert_array_equal(got, lut18.decompress(vidx, vlut, np.int32(1)))
-    # iOS16 LUT with packed indices
-    lut1 = rng.standard_normal(16).astype(np.float16)
-    packed = rng.integers(0, 256, size=12).astype(np.uint8)
-    got = h["constexpr_lut_to_dense"](_node("constexpr_lut_to_dense", [(4, 6)], [np.float16]),
-                                      {"indices": packed, "lut": lut1, "shape": np.array([4, 6], np.uint32)}, num)
-    np.testing.assert_array_equal(got, lut16.decompress(lut1, packed, np.array([4, 6], np.uint32)))
-    # affine dequantize (per-channel scale and zero point)
-    q = rng.integers(-128, 127, size=(5, 7)).astype(np.int8)
-    scale = rng.uniform(0.01, 0.1, 5).astype(np.float16)
-    zp = rng.integers(-3, 3, 5).astype(np.int8)
-    got = h["constexpr_affine_dequantize"](_node("constexpr_affine_dequantize", [(5, 7)], [np.float16]),
-                                           {"quantized_data": q, "scale": scale, "zero_point": zp, "axis": np.int32(0)}, num)
-    np.testing.assert_array_equal(got, affine16.decompress(q, zp, scale, 0))
-    # blockwise shift/scale (iOS18), block of 4 along the input axis
-    data = rng.integers(-8, 8, size=(6, 8)).astype(np.int8)
-    bscale = rng.uniform(0.01, 0.1, (6, 2)).astype(np.float16)
-    boff = rng.integers(-2, 2, (6, 2)).astype(np.int8)
-    got = h["constexpr_blockwise_shift_scale"](_node("constexpr_blockwise_shift_scale", [(6, 8)], [np.float16]),
-                                               {"data": data, "scale": bscale, "offset": boff}, num)
-    np.testing.assert_array_equal(got, shift18.decompress(data, bscale, boff))
-    # sparse to dense, iOS18 and iOS16
-    mask = (rng.random((4, 5)) < 0.4).astype(np.uint8)
-    nz = rng.standard_normal(int(mask.sum())).astype(np.float16)
-    got = h["constexpr_sparse_to_dense"](_node("constexpr_sparse_to_dense", [(4, 5)], [np.float16]), {"nonzero_data": nz, "mask": mask}, num)
-    np.testing.assert_array_equal(got, sparse18.decompress(nz, mask))
-    packed_mask = np.packbits(mask.ravel(), bitorder="little")
-    got = h["constexpr_sparse_to_dense"](_node("constexpr_sparse_to_dense", [(4, 5)], [np.float16]),
-                                         {"nonzero_data": nz, "mask": packed_mask, "shape": np.array([4, 5], np.uint32)}, num)
-    np.testing.assert_array_equal(got, sparse16.decompress(nz, packed_mask, np.array([4, 5], np.uint32)))
-
-
-# ----------------------------------------------------------------------------------------------- palettized packages
-
-PW = f16(RNG.standard_normal((64, 96, 1, 1)) * 0.2)
-PW3 = f16(RNG.standard_normal((32, 64, 3, 3)) * 0.1)
-PX = f16(RNG.standard_normal((1, 96, 1, 12)))
-
-
-@pytest.fixture(scope="module")
-def conv_model():
-    @mb.program(input_specs=[mb.TensorSpec(shape=PX.shape, dtype=types.fp16)], opset_version=TARGET)
-    def prog(x):
-        h = mb.conv(x=x, weight=PW, name="c1")
-        return mb.conv(x=mb.relu(x=h), weight=PW3, pad_type="same", name="c2")
-
-    return ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
-                      minimum_deployment_target=TARGET, skip_model_load=True)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("nbits,mode", [(8, "kmeans"), (4, "uniform")])
-def test_palettized_weights_decompress_exactly_and_run(conv_model, tmp_path, nbits, mode):
-    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_dense as lut18
-    from experiments.ane_engineering.package.mil.load import load_program
-
-    cfg = ct.optimize.coreml.OpPalettizerConfig(mode=mode, nbits=nbits, granularity="per_grouped_channel",
-                                                group_size=16, weight_threshold=1024)
-    model = ct.optimize.coreml.palettize_weights(conv_model, ct.optimize.coreml.OptimizationConfig(op_type_configs={"conv": cfg}))
-    path = tmp_path / f"w{nbits}.mlpackage"
-    model.save(str(path))
-    ex = MILExecutor(path, keep_program=True)
-    assert ex.op_type_counts.get("constexpr_lut_to_dense") == 2
-
-    # coremltools' own decompression of the same package, loaded from disk
-    dense_path = tmp_path / f"w{nbits}_dense.mlpackage"
-    ct.optimize.coreml.decompress_weights(ct.models.MLModel(str(path), skip_model_load=True)).save(str(dense_path))
-    dense = {op.outputs[0].name: op.outputs[0].val for op in load_program(dense_path).operations() if op.op_type == "const"}
-    decompressed = {}
-    for op in ex.program.operations():
-        if op.op_type != "constexpr_lut_to_dense":
-            continue
-        indices, lut = op.indices.val, op.lut.val
-        # PyMIL unpacked the uint{nbits} indices to one uint8 per weight element, with the weight's shape
-        assert indices.dtype == np.uint8 and indices.max() < 2 ** nbits
-        assert lut.shape == (indices.shape[0] // 16, 1, 1, 1, 2 ** nbits, 1)
-        mine = ex.constant(op.outputs[0].name)
-        np.testing.assert_array_equal(mine, lut18.decompress(indices, lut, None))
-        theirs = [v for v in dense.values() if isinstance(v, np.ndarray) and v.shape == mine.shape]
-        assert len(theirs) == 1
-        np.testing.assert_array_equal(mine, theirs[0])
-        decompressed[mine.shape] = mine.astype(np.float64)
-        if nbits == 4 and indices.shape == PW.shape:
-            # the raw blob: 4-bit indices packed little-endian, two per byte
-            raw = weight_bin(path).read_bytes()
-            blob = [b for b in weight_blobs(weight_bin(path)) if b[2] == indices.size // 2]
-            assert len(blob) == 1
-            packed = np.frombuffer(raw, np.uint8, count=blob[0][2], offset=blob[0][3])
-            bits = np.unpackbits(packed, bitorder="little").reshape(-1, 4)
-            np.testing.assert_array_equal(bits @ np.array([1, 2, 4, 8]), indices.ravel())
-
-    out = ex.run({"x": PX})
-    name = ex.output_names[0]
-    h, habs, k1 = conv2d64(PX.astype(np.float64), decompressed[PW.shape])
-    h = np.maximum(f16(h).astype(np.float64), 0)  # the executor stores conv1's output in fp16
-    ref, absref, k2 = conv2d64(h, decompressed[PW3.shape], pads=((1, 1), (1, 1)))
-    assert_close16(out[name], ref, dot_extra(k2, absref), f"W{nbits} conv stack")
-    # the palettized weights are not the original ones
-    assert not np.array_equal(decompressed[PW.shape], PW.astype(np.float64))
-
-
 # ----------------------------------------------------------------------------------------------- weight.bin integrity
 
 @pytest.mark.slow
@@ -653,7 +181,7 @@ def test_flipped_weight_byte_changes_outputs(conv_model, tmp_path):
     assert changed.sum() == 1 and np.flatnonzero(changed)[0] == element
 
 
-# ----------------------------------------------------------------------------------------------- load-time refusal, inputs, memory
+# ------------------------------------------------------------------------------------ load-time refusal, inputs, memory
 
 @pytest.mark.slow
 def test_unsupported_op_fails_at_load_naming_type_and_op(norm_pkg, monkeypatch):
@@ -699,7 +227,48 @@ def test_intermediates_are_released(dot_pkg, elementwise_pkg):
         assert set(plan) == runtime_values  # every non-output value has exactly one release point
 
 
-# ----------------------------------------------------------------------------------------------- a real BC1S body (tiny)
+# ------------------------------------------------------------------------------------------ a package round trip
+
+@pytest.mark.slow
+def test_new_ops_survive_a_package_round_trip(tmp_path):
+    """The same ops saved as an .mlpackage by coremltools and read back by the executor's loader (defaults
+    materialised by the loader, consts read from weight.bin) give the builder program's results."""
+    from coremltools.converters.mil.mil import Function, Program
+
+    from experiments.ane_engineering.run.mil.executor import MILExecutor
+
+    x = f16(RNG.standard_normal((1, 4, 6, 6)))
+    mask = np.array([[1, 1, 1, 0, 0, 0]], np.int32)
+    w = f16(RNG.standard_normal((4, 2, 3, 3)) * 0.3)
+
+    def build(v, m):
+        h = mb.max_pool(x=v, kernel_sizes=[3, 3], strides=[2, 2], pad_type="custom", pad=[1, 1, 1, 1], ceil_mode=True)
+        h = mb.batch_norm(x=h, mean=f16(np.zeros(4)), variance=f16(np.ones(4) * 2), epsilon=np.float16(1e-3))
+        h = mb.upsample_nearest_neighbor(x=mb.leaky_relu(x=h, alpha=np.float16(0.1)), scale_factor_height=2,
+                                         scale_factor_width=2)
+        h = mb.conv_transpose(x=mb.pad(x=h, pad=[0, 0, 1, 1], mode="reflect"), weight=w, strides=[1, 1])
+        pos = mb.cumsum(x=m, axis=1)  # RoBERTa's position ids
+        last = mb.gather_nd(x=mb.avg_pool(x=v, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid"),
+                            indices=np.array([[0, 1, 2]], np.int32))
+        return h, pos, last, mb.topk(x=mb.reshape(x=v, shape=[4, 36]), k=3)[1]
+
+    from conversion_support import save_program
+    from executor_ops_support import loaded, spec
+
+    with Function({"v": spec(x), "m": spec(mask)}, ct.target.iOS17) as func:
+        func.set_outputs(list(build(func.inputs["v"], func.inputs["m"])))
+    prog = Program()
+    prog.add_function("main", func)
+    want = MILExecutor(loaded(prog, "iOS17")).run({"v": x, "m": mask})
+    ex = MILExecutor(save_program(prog, tmp_path / "ops.mlpackage", ct.target.iOS17))
+    got = ex.run({"v": x, "m": mask})
+    assert {"max_pool", "batch_norm", "conv_transpose", "cumsum", "gather_nd", "topk"} <= set(ex.op_type_counts)
+    for (name, a), b in zip(want.items(), got.values()):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------- a real BC1S body (tiny)
 
 BODY_L = 96
 BODY_QUESTIONS = 8
@@ -797,7 +366,7 @@ def test_tiny_body_fp16_strict_runs_and_stays_near(tiny_body):
     assert max(errors) <= 2 * tol, (errors, tol)
 
 
-# ----------------------------------------------------------------------------------------------- the original-layout baseline
+# ----------------------------------------------------------------------------------------- the original-layout baseline
 
 @pytest.fixture(scope="module")
 def tiny_baseline(tmp_path_factory):

@@ -9,19 +9,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
-from fp16_support import U16
-from image_state_support import (BIAS, HEIGHT, SCALE, WIDTH, KVCache, convert_image_model, convert_kv_model,
-                                 kv_step_inputs)
-
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.execute import main as execute_main
-from experiments.ane_engineering.run.mil import tool
-from experiments.ane_engineering.run.mil.images import ImageInputError
-from experiments.ane_engineering.run.mil.predictor import Predictor
-from experiments.ane_engineering.run.mil.state import StateError
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
+from experiments.ane_engineering.execute import main as execute_main  # noqa: E402
+from experiments.ane_engineering.run.mil import tool  # noqa: E402
+from experiments.ane_engineering.run.mil.images import ImageInputError  # noqa: E402
+from experiments.ane_engineering.run.mil.predictor import Predictor  # noqa: E402
+from experiments.ane_engineering.run.mil.state import StateError  # noqa: E402
+from fp16_support import U16  # noqa: E402
+from image_state_support import (  # noqa: E402
+    BIAS,
+    HEIGHT,
+    SCALE,
+    WIDTH,
+    KVCache,
+    convert_image_model,
+    convert_kv_model,
+    kv_step_inputs,
+)
 
 pytestmark = pytest.mark.slow  # every test here converts with coremltools
 
@@ -215,7 +223,8 @@ def test_batch_of_pictures_and_refusals(image_models, picture, tmp_path, capsys)
             assert np.max(np.abs(data["var_13"] - want)) <= _fp32_bound(want)
     # one picture file and an .npz output
     single = tmp_path / "single.npz"
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(folder / "p0.png"), "--output", str(single)]) == 0
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(folder / "p0.png"),
+                                   "--output", str(single)]) == 0
     capsys.readouterr()
     # a batch that meets a bad file publishes nothing
     Image.fromarray(np.zeros((3, 3, 3), np.uint8)).save(folder / "p9.png")

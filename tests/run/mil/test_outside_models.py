@@ -13,20 +13,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
-from coremltools.models import MLModel
-from image_state_support import HEIGHT, SCALE, WIDTH, convert_image_model
+from coremltools.models import MLModel  # noqa: E402
 
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.execute import (
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
+from experiments.ane_engineering.execute import (  # noqa: E402
     install_coremltools_predict,
     uninstall_coremltools_predict,
 )
-from experiments.ane_engineering.execute import main as execute_main
-from experiments.ane_engineering.run.mil.images import ImageInputError
-from experiments.ane_engineering.run.mil.predictor import Predictor
+from experiments.ane_engineering.execute import main as execute_main  # noqa: E402
+from experiments.ane_engineering.run.mil.images import ImageInputError  # noqa: E402
+from experiments.ane_engineering.run.mil.predictor import Predictor  # noqa: E402
+from image_state_support import HEIGHT, SCALE, WIDTH, convert_image_model  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here converts with coremltools
 

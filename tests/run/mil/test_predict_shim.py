@@ -13,18 +13,27 @@ import textwrap
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
-from coremltools.models import MLModel
-from fp16_support import U16
-from image_state_support import (BIAS, HEIGHT, WIDTH, KVCache, convert_classifier, convert_image_model,
-                                 convert_kv_model, kv_step_inputs)
+from coremltools.models import MLModel  # noqa: E402
 
-from experiments.ane_engineering.core.provenance import REPOSITORY_ROOT
-from experiments.ane_engineering.execute import install_coremltools_predict, uninstall_coremltools_predict
-from experiments.ane_engineering.run.mil import predict_shim
-from experiments.ane_engineering.run.mil.predictor import Predictor
+from experiments.ane_engineering.core.provenance import REPOSITORY_ROOT  # noqa: E402
+from experiments.ane_engineering.execute import install_coremltools_predict, uninstall_coremltools_predict  # noqa: E402
+from experiments.ane_engineering.run.mil import predict_shim  # noqa: E402
+from experiments.ane_engineering.run.mil.predictor import Predictor  # noqa: E402
+from fp16_support import U16  # noqa: E402
+from image_state_support import (  # noqa: E402
+    BIAS,
+    HEIGHT,
+    WIDTH,
+    KVCache,
+    convert_classifier,
+    convert_image_model,
+    convert_kv_model,
+    kv_step_inputs,
+)
 
 pytestmark = pytest.mark.slow  # converts with coremltools, starts pytest in a process of its own
 

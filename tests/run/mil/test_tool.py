@@ -1,7 +1,8 @@
 """The executor as a tool of its own: packages the project did not export (coremltools.convert of a torch
-MLP, a classifier, a multifunction package, MIL programs with cond/while_loop), the command's --describe and
---inputs/--output, every unsupported op named in one error, inputs refused against RangeDim bounds before running,
-and a failing op named with its inputs."""
+MLP, a multifunction package), the command's --describe and --inputs/--output, every unsupported op named in one
+error, inputs refused against RangeDim bounds before running, and a failing op named with its inputs. A classifier
+and programs with cond/while_loop are run with their op families (tests/run/mil/ops/test_classifier.py,
+test_control_flow.py)."""
 
 from __future__ import annotations
 
@@ -10,33 +11,20 @@ import dataclasses
 import numpy as np
 import pytest
 
+# The imports below need what these lines skip the module without (E402: they follow on purpose).
 ct = pytest.importorskip("coremltools")
 torch = pytest.importorskip("torch")
-from coremltools.converters.mil import Builder as mb
-from conversion_support import save_program
-from fp16_support import U16
+from coremltools.converters.mil import Builder as mb  # noqa: E402
 
-from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.run.mil import tool
-from experiments.ane_engineering.execute import main as execute_main
-from experiments.ane_engineering.run.mil.executor import (
-    ExecutionError,
-    InputError,
-    MILExecutor,
-)
-from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError
+from executor_packages import _convert_program, _mlp, _npz, _save  # noqa: E402
+from experiments.ane_engineering.core.cli import run_main  # noqa: E402
+from experiments.ane_engineering.execute import main as execute_main  # noqa: E402
+from experiments.ane_engineering.run.mil import tool  # noqa: E402
+from experiments.ane_engineering.run.mil.executor import ExecutionError, InputError, MILExecutor  # noqa: E402
+from experiments.ane_engineering.run.mil.registry import OPS, UnsupportedOpError  # noqa: E402
+from fp16_support import U16  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here converts, exports or starts Python
-
-
-def _mlp(classes: int = 3) -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, classes)).eval()
-
-
-def _save(model, path):
-    model.save(str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -47,55 +35,6 @@ def mlp_pkg(tmp_path_factory):
     model = ct.convert(traced, inputs=[ct.TensorType(name="x", shape=(ct.RangeDim(1, 4, default=2), 4))],
                        convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17)
     return net, _save(model, tmp_path_factory.mktemp("mlp") / "mlp.mlpackage")
-
-
-@pytest.fixture(scope="module")
-def classifier_pkg(tmp_path_factory):
-    net = torch.nn.Sequential(_mlp(), torch.nn.Softmax(dim=-1)).eval()
-    traced = torch.jit.trace(net, torch.zeros(1, 4))
-    model = ct.convert(traced, inputs=[ct.TensorType(name="x", shape=(1, 4))], convert_to="mlprogram",
-                       classifier_config=ct.ClassifierConfig(["cat", "dog", "bird"]),
-                       minimum_deployment_target=ct.target.iOS16)
-    return net, _save(model, tmp_path_factory.mktemp("cls") / "cls.mlpackage")
-
-
-def _convert_program(prog, path, target=ct.target.iOS17):
-    return save_program(prog, path, target, ct.precision.FLOAT32)
-
-
-@pytest.fixture(scope="module")
-def control_flow_pkg(tmp_path_factory):
-    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2)), mb.TensorSpec(shape=(1, 2))], opset_version=ct.target.iOS17)
-    def prog(a, b):
-        def condition(a, b):
-            return mb.less(x=mb.reduce_mean(x=a, axes=[0, 1]), y=10.0)
-
-        def body(a, b):
-            return mb.add(x=a, y=b), b
-
-        x, y = mb.while_loop(_cond=condition, _body=body, loop_vars=(a, b))
-        large = mb.greater(x=mb.reduce_sum(x=x, axes=[0, 1]), y=22.0)
-        z = mb.cond(pred=large, _true_fn=lambda: mb.mul(x=x, y=2.0), _false_fn=lambda: mb.sub(x=x, y=y))
-        return z, y
-
-    return _convert_program(prog, tmp_path_factory.mktemp("cf") / "cf.mlpackage")
-
-
-def _loop(a, b):
-    x = a.astype(np.float32)
-    while x.mean() < 10:
-        x = x + b
-    return x
-
-
-def _control_flow_reference(a, b):
-    x = _loop(a, b)
-    return x * 2 if x.sum() > 22 else x - b
-
-
-def _npz(path, **arrays):
-    np.savez(path, **arrays)
-    return path
 
 
 # ----------------------------------------------------------------------------------------------- the command
@@ -119,32 +58,20 @@ def test_describe_and_run_a_package_the_project_did_not_export(mlp_pkg, tmp_path
     # fp16 weights and activations, float32 accumulation: a few fp16 roundings of values of size |h| per layer
     scale = np.abs(want).max() + 1.0
     assert np.max(np.abs(got - want)) <= 16 * U16 * scale, np.max(np.abs(got - want))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]) == 2
-
-
-def test_classifier_outputs_label_and_probabilities_as_arrays(classifier_pkg, tmp_path):
-    net, pkg = classifier_pkg
-    x = np.array([[0.5, -1.0, 2.0, 0.1]], np.float32)
-    out = tmp_path / "cls.npz"
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(_npz(tmp_path / "in.npz", x=x)),
-                                   "--output", str(out)]) == 0
-    with torch.no_grad():
-        want = net(torch.from_numpy(x)).numpy()[0]
-    with np.load(out, allow_pickle=False) as data:
-        label, table = data["classLabel"], data["classLabel_probs"]
-    assert label.shape == () and str(label) == ["cat", "dog", "bird"][int(np.argmax(want))]
-    assert table["class"].tolist() == ["cat", "dog", "bird"]
-    np.testing.assert_allclose(table["probability"], want, atol=8 * U16)
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(tmp_path / "in.npz"),
+                                   "--output", str(out)]) == 2
 
 
 def test_command_refusals(mlp_pkg, tmp_path):
     _, pkg = mlp_pkg
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, x=np.array([{"a": 1}], dtype=object))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(pickled), "--output", str(tmp_path / "o.npz")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(pickled),
+                                   "--output", str(tmp_path / "o.npz")]) == 2
     assert not (tmp_path / "o.npz").exists()
     good = _npz(tmp_path / "in.npz", x=np.zeros((2, 4), np.float32))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good), "--output", str(tmp_path / "o.txt")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good),
+                                   "--output", str(tmp_path / "o.txt")]) == 2
     assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(good)]) == 2
 
 
@@ -159,7 +86,8 @@ def test_multifunction_package_runs_the_named_function(tmp_path):
 
     desc = ct.utils.MultiFunctionDescriptor()
     desc.add_function(str(_convert_program(relu_prog, tmp_path / "a.mlpackage", ct.target.iOS18)), "main", "relu_fn")
-    desc.add_function(str(_convert_program(double_prog, tmp_path / "b.mlpackage", ct.target.iOS18)), "main", "double_fn")
+    desc.add_function(str(_convert_program(double_prog, tmp_path / "b.mlpackage", ct.target.iOS18)), "main",
+                      "double_fn")
     desc.default_function_name = "double_fn"
     ct.utils.save_multifunction(desc, str(tmp_path / "mf.mlpackage"))
     pkg = tmp_path / "mf.mlpackage"
@@ -173,7 +101,7 @@ def test_multifunction_package_runs_the_named_function(tmp_path):
         tool.run_package(pkg, {"x": x})  # the default function takes (4,)
 
 
-# ----------------------------------------------------------------------------------------------- errors a user can act on
+# --------------------------------------------------------------------------------------------- errors a user can act on
 
 def test_every_unsupported_op_is_named_at_once(mlp_pkg):
     _, pkg = mlp_pkg
@@ -195,7 +123,8 @@ def test_command_names_every_unsupported_op(mlp_pkg, tmp_path, monkeypatch, caps
     text = capsys.readouterr().out
     assert "NOT supported (2 op types)" in text and "linear: 2 op(s)" in text and "relu: 1 op(s)" in text
     inputs = _npz(tmp_path / "in.npz", x=np.zeros((2, 4), np.float32))
-    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(inputs), "--output", str(tmp_path / "o.npz")]) == 2
+    assert run_main(execute_main, ["--package", str(pkg), "--inputs", str(inputs),
+                                   "--output", str(tmp_path / "o.npz")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'linear'" in err and "'relu'" in err  # one line naming both
     assert not (tmp_path / "o.npz").exists()
@@ -222,32 +151,7 @@ def test_a_failing_op_is_named_with_its_inputs(mlp_pkg, monkeypatch):
         raise ValueError("boom")
 
     monkeypatch.setitem(OPS, "relu", dataclasses.replace(OPS["relu"], handler=broken))
-    with pytest.raises(ExecutionError, match=r"of type 'relu' in function main failed on inputs \(x=float16\(3, 16\)\): "
-                                             r"ValueError: boom"):
+    with pytest.raises(ExecutionError,
+                       match=r"of type 'relu' in function main failed on inputs \(x=float16\(3, 16\)\): "
+                             r"ValueError: boom"):
         MILExecutor(pkg).run({"x": np.zeros((3, 4), np.float32)})
-
-
-# ----------------------------------------------------------------------------------------------- control flow
-
-def test_while_loop_and_cond_follow_their_blocks(control_flow_pkg):
-    ex = MILExecutor(control_flow_pkg)
-    assert {"while_loop", "cond"} <= set(ex.op_type_counts)
-    branches = set()
-    for a, b in (([[1.0, 2.0]], [[0.5, 1.0]]), ([[-30.0, -40.0]], [[3.0, 4.0]]), ([[20.0, 5.0]], [[1.0, 1.0]]),
-                 ([[30.0, 0.0]], [[1.0, 1.0]])):  # 12, 13, 0 and 0 iterations; false, false, false, true branch
-        a, b = np.array(a, np.float32), np.array(b, np.float32)
-        out = ex.run({"a": a, "b": b})
-        np.testing.assert_array_equal(out[ex.output_names[0]], _control_flow_reference(a, b))
-        np.testing.assert_array_equal(out[ex.output_names[1]], b)
-        branches.add(bool(_loop(a, b).sum() > 22))  # which branch the result above had to come from
-    assert branches == {True, False}
-    assert set(ex.last_run["live_after_run"]) == set(ex.output_names)  # block values released after their op
-
-
-def test_an_op_inside_a_block_is_named_when_it_fails(control_flow_pkg, monkeypatch):
-    def broken(node, args, num):
-        raise ValueError("inside")
-
-    monkeypatch.setitem(OPS, "add", dataclasses.replace(OPS["add"], handler=broken))
-    with pytest.raises(ExecutionError, match=r"'add' \(block 1 of 'while_loop.*\).*inside"):
-        MILExecutor(control_flow_pkg).run({"a": np.ones((1, 2), np.float32), "b": np.ones((1, 2), np.float32)})

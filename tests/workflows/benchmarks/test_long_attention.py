@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from command_support import REPO
 from experiments.ane_engineering.core import reference_run
-from experiments.ane_engineering.placement import calibration
 from experiments.ane_engineering.model.window_tiles import DEFAULT_TILE
+from experiments.ane_engineering.placement import calibration
 
 EVIDENCE = REPO / "benchmarks" / "evidence" / "long_attention_mmbert_base_shape.json"
 
@@ -42,7 +41,8 @@ def test_predictions_come_from_the_committed_calibration(evidence):
     for layout, bucket, values in _buckets(evidence):
         assert values["length"] == int(bucket)
         cost = {"totals": values["totals"]}
-        assert values["predicted_body_ms"] == pytest.approx(calibration.predict_body_ms(cost, evidence["chip"], parameters))
+        assert values["predicted_body_ms"] == pytest.approx(
+            calibration.predict_body_ms(cost, evidence["chip"], parameters))
         assert values["predicted_request_ms"] == pytest.approx(
             calibration.predict_request_ms(cost, evidence["chip"], parameters))
         assert values["non_constant_ops"] == values["totals"]["non_constant_ops"]

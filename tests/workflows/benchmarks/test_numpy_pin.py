@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from command_support import REPO
 
+from command_support import REPO
 from experiments.ane_engineering.workflows.benchmarks.steps import checkout_env
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -36,7 +36,8 @@ def test_ordinary_models_convert_within_the_pin_and_fail_outside_it():
     """In a fresh process: plain coremltools, without the converter fixes another test may have installed here."""
     pytest.importorskip("coremltools")
     inside = tuple(int(part) for part in np.__version__.split(".")[:2]) < _pin()
-    done = subprocess.run([sys.executable, "-m", "experiments.ane_engineering.workflows.benchmarks.ordinary_conversions"],
+    done = subprocess.run([sys.executable, "-m",
+                           "experiments.ane_engineering.workflows.benchmarks.ordinary_conversions"],
                           capture_output=True, text=True, timeout=600, check=True, env=checkout_env())
     results = json.loads(done.stdout.strip().splitlines()[-1])["models"]
     assert set(results) == {"sdpa_ios18_masked", "transformer_encoder_fp16"}

@@ -8,8 +8,8 @@ import importlib.util
 import json
 
 import pytest
-from command_support import REPO, refused
 
+from command_support import REPO, refused
 from experiments.ane_engineering.workflows.benchmarks.executor_bit_identity import VOLATILE, differences
 from experiments.ane_engineering.workflows.benchmarks.executor_models import model_names
 from experiments.ane_engineering.workflows.benchmarks.steps import BenchmarkError, last_error_line, parse_lengths
@@ -71,7 +71,8 @@ def test_a_failed_step_is_quoted_by_its_error_line():
 def test_differences_ignore_only_the_volatile_fields():
     a = {"passed": True, "seconds": 1.0, "buckets": {"96": {"errors": [0.5, 0.25], "harness": "x"}}}
     assert differences(a, {**a, "seconds": 2.0, "buckets": {"96": {"errors": [0.5, 0.25], "harness": "y"}}}) == []
-    assert differences(a, {**a, "buckets": {"96": {"errors": [0.5, 0.26], "harness": "x"}}}) == ["/buckets/96/errors[1]"]
+    assert differences(a, {**a, "buckets": {"96": {"errors": [0.5, 0.26], "harness": "x"}}}) == [
+        "/buckets/96/errors[1]"]
     assert differences(a, {**a, "passed": False, "extra": 1}) == ["/extra (present in one only)", "/passed"]
     assert differences([1, 2], [1, 2, 3]) == ["/"] and "seconds" in VOLATILE
 

@@ -228,7 +228,8 @@ class MLXDecisionBaseline:
         markers = np.asarray(marker_positions, dtype=np.int64).reshape(-1)
         n = ids.shape[0]
         if n == 0 or types.shape[0] != n:
-            raise BaselineInputError(f"input_ids ({n}) and token_types ({types.shape[0]}) must be non-empty and equally long")
+            raise BaselineInputError(f"input_ids ({n}) and token_types ({types.shape[0]}) must be non-empty "
+                                     "and equally long")
         length = n if length is None else int(length)
         if length < n:
             raise BaselineInputError(f"{n} tokens do not fit length {length} (inputs are never truncated)")

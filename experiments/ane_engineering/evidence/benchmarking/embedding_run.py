@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ...checkpoint import Checkpoint
-from ...run.embedding_agent import EmbeddingAgent
-from ...package.inputs.texts import load_texts
 from ...core.provenance import harness_fingerprint, machine, tool_versions
+from ...package.inputs.texts import load_texts
+from ...run.embedding_agent import EmbeddingAgent
 from .run import COMPONENT_DEFAULTS, FULL_PATH_DEFAULTS, BenchmarkError, package_record
 from .timing import summarize, timed_calls
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core import reference_run
 from ...checkpoint import Checkpoint
-from ...package.inputs.device_inputs import device_masks
-from ...package.inputs.questions import encode_question, load_questions
+from ...core import reference_run
 from ...core.errors import HarnessError
 from ...core.provenance import harness_fingerprint, machine, tool_versions
 from ...model.window_tiles import DENSE, AttentionLayout
+from ...package.inputs.device_inputs import device_masks
+from ...package.inputs.questions import encode_question, load_questions
 from ...run.agent import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
 
@@ -104,7 +104,8 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
         "source": checkpoint.hashes,
         "backend": agent.backend.describe(),
         "component": {"what": "body alone: one backend call on synthetic N(0,1) embeddings, all positions valid",
-                      **component, "timing": summarize(timed_calls(body_call, component["warmup"], component["calls"]))},
+                      **component,
+                      "timing": summarize(timed_calls(body_call, component["warmup"], component["calls"]))},
         "full_path": {"what": "ANEAgent.decide: tokenization, host lookup and masks, one backend call, FP32 action "
                               "head, calibration and formatting",
                       "question": question.id, "tokens": tokens, "long": long, **full_path,

@@ -16,12 +16,12 @@ Full-attention layers fold their mask into the same contraction. Their mask depe
 every query sees exactly the valid keys), so it is one key bias (1, Lk, 1, 1): a (D+1)-th channel of ones on q_h and
 the key bias on k_h make the einsum add 1 * bias[k] to every score. The added term is exactly 0 for a visible key and
 -1e4 for a hidden one, the same values the add wrote, and the L x L add (read scores and mask, write scores: 3 L x L
-transfers per head) is gone (ANE_MATH.md section 16). Sliding-window layers keep their query-dependent mask as an add. Sliding-window layers of a `windowed` export
-run the same per-head ops over query tiles and key windows instead (windowed_attention.py).
-The heads are concatenated along channels and Wo is one 1x1 conv, exactly the original projection. (Summing
-per-head projections would avoid the concat, which direct-ANE programs cannot express, but Core ML runs concat on
-the ANE, and the H partial (1, C, 1, L) sums cost about a fifth of the memory traffic of a short bucket in the cost
-model, plus H - 1 extra ops per layer.)
+transfers per head) is gone (ANE_MATH.md section 16). Sliding-window layers keep their query-dependent mask as an add.
+Sliding-window layers of a `windowed` export run the same per-head ops over query tiles and key windows instead
+(windowed_attention.py). The heads are concatenated along channels and Wo is one 1x1 conv, exactly the original
+projection. (Summing per-head projections would avoid the concat, which direct-ANE programs cannot express, but Core ML
+runs concat on the ANE, and the H partial (1, C, 1, L) sums cost about a fifth of the memory traffic of a short bucket
+in the cost model, plus H - 1 extra ops per layer.)
 """
 
 from __future__ import annotations

@@ -86,7 +86,8 @@ class BertBC1SLayer(nn.Module):
         super().__init__()
         enc, prefix = config.encoder, bert_layer_prefix(index)
         self.attn = BertHeadAttention(tensors, prefix, enc.num_attention_heads, enc.hidden_size)
-        self.attn_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attention.output.LayerNorm", enc.layer_norm_eps)
+        self.attn_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attention.output.LayerNorm",
+                                                       enc.layer_norm_eps)
         self.mlp = GeluConv(tensors, prefix)
         self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.output.LayerNorm", enc.layer_norm_eps)
 

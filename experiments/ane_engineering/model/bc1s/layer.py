@@ -15,7 +15,8 @@ class BC1SLayer(nn.Module):
     def __init__(self, tensors: dict, prefix: str, eps: float, attention: nn.Module, ffn: nn.Module):
         super().__init__()
         has_attn_norm = f"{prefix}.attn_norm.weight" in tensors
-        self.attn_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attn_norm", eps) if has_attn_norm else nn.Identity()
+        self.attn_norm = (ChannelLayerNorm.from_tensors(tensors, f"{prefix}.attn_norm", eps) if has_attn_norm
+                          else nn.Identity())
         self.attn = attention
         self.mlp_norm = ChannelLayerNorm.from_tensors(tensors, f"{prefix}.mlp_norm", eps)
         self.mlp = ffn

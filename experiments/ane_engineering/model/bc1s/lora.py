@@ -12,8 +12,8 @@ kept in (B, C, 1, S) form with the same native einsum pattern as attention:
 
 One input per target and matrix stacks every layer: lora_<t>_A (1, N*R, 1, C) and lora_<t>_B (1, C, 1, N*R); layer n
 slices its R rows / columns. The host prepares B' = (alpha / R) * B with the rows in the package's order (Q and K
-rows in attention.qk_row_order and Q pre-scaled by head_dim^-0.5, see attention.py), so the graph holds no adapter constant.
-Targets: q, k, v (the rows of Wqkv) of every transformer layer of the exported stack.
+rows in attention.qk_row_order and Q pre-scaled by head_dim^-0.5, see attention.py), so the graph holds no adapter
+constant. Targets: q, k, v (the rows of Wqkv) of every transformer layer of the exported stack.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class LoraSpec:
     def __post_init__(self):
         if self.rank < 1:
             raise LoraSpecError(f"LoRA rank must be >= 1, got {self.rank}")
-        if not self.targets or any(t not in LORA_TARGETS for t in self.targets) or len(set(self.targets)) != len(self.targets):
+        if (not self.targets or any(t not in LORA_TARGETS for t in self.targets)
+                or len(set(self.targets)) != len(self.targets)):
             raise LoraSpecError(f"LoRA targets must be distinct names from {LORA_TARGETS}, got {self.targets}")
         if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha > 0):
             raise LoraSpecError(f"LoRA alpha must be a positive finite number, got {self.alpha}")
@@ -63,7 +64,8 @@ def low_rank_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.T
     return torch.einsum("bchq,bkhc->bkhq", ax, b)  # (1, C_out, 1, L)
 
 
-def layer_slices(inputs: dict[str, torch.Tensor], spec: LoraSpec, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def layer_slices(inputs: dict[str, torch.Tensor], spec: LoraSpec,
+                 layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Layer `layer`'s (A, B) per target from the stacked inputs."""
     lo, hi = layer * spec.rank, (layer + 1) * spec.rank
     return {t: (inputs[f"lora_{t}_A"][:, lo:hi], inputs[f"lora_{t}_B"][..., lo:hi]) for t in spec.targets}

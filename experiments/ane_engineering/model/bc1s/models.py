@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ...core.buckets import MARKER_SLOTS
 from ...checkpoint.config import BertEncoderConfig, ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
+from ...core.buckets import MARKER_SLOTS
 from ..layers import ModelInputError
 from ..window_tiles import DENSE, AttentionLayout, LayoutError, WindowTiles
 from .attention import KeyBiasChannel, SingleHeadAttention, key_bias
@@ -219,9 +219,11 @@ class BC1SBody(nn.Module):
                  attention: AttentionLayout = DENSE):
         super().__init__()
         if config.head is None:
-            raise ModelInputError("kind 'body' needs a decision head; this checkpoint is encoder-only (use kind 'encoder')")
+            raise ModelInputError("kind 'body' needs a decision head; this checkpoint is encoder-only (use "
+                                  "kind 'encoder')")
         if config.head.max_markers != MARKER_SLOTS:
-            raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps {MARKER_SLOTS} slots")
+            raise ModelInputError(f"decision_head.max_markers is {config.head.max_markers}; the graph keeps "
+                                  f"{MARKER_SLOTS} slots")
         ropes = RopeCache(length)
         self.key_bias_channel = ropes.key_bias_channel  # its row of ones per position also counts the active slots
         total_layers = config.encoder.num_hidden_layers + config.head.num_layers

@@ -13,7 +13,8 @@ permutation (exact), so RoPE rotates all heads of a layer with two slices and no
 Per head h, the score is the sum of the two halves' dot products, and every layer (full or sliding) adds its
 (1, L, 1, L) mask:
 
-    scores (1, Lk, 1, Lq) = einsum(q_h1, k_h1) + einsum(q_h2, k_h2) + mask      # q_hj (1, D/2, 1, Lq), k_hj (1, Lk, 1, D/2)
+    scores (1, Lk, 1, Lq) = einsum(q_h1, k_h1) + einsum(q_h2, k_h2) + mask
+                                                # q_hj (1, D/2, 1, Lq), k_hj (1, Lk, 1, D/2)
     out_h  (1, D, 1, Lq)  = einsum(softmax(scores, dim=1), v_h)
 
 Every query column is computed (no marker-column shortcut in the last head layer; the body reads the markers out

@@ -80,15 +80,16 @@ def scaled_epsilons(epsilons: dict[str, float], exponent: int) -> dict[str, dict
         if effective > max(FP16_SMALLEST_NORMAL, stored_unscaled):
             raise StreamScaleError(
                 f"--fp16-scale {exponent}: the epsilon {eps:g} of {name} is stored in FP16 as {stored:.3g}, "
-                f"{effective:.3g} in the stream's original units, above FP16's smallest normal {FP16_SMALLEST_NORMAL:.3g} "
-                "(ANE_MATH.md section 17); use a smaller exponent")
+                f"{effective:.3g} in the stream's original units, above FP16's smallest normal "
+                f"{FP16_SMALLEST_NORMAL:.3g} (ANE_MATH.md section 17); use a smaller exponent")
         out[name] = {"epsilon": eps, "scaled_fp32": scaled, "fp16_stored_unscaled": stored_unscaled,
                      "fp16_stored": stored, "fp16_effective": effective, "fp16_exact": effective == stored_unscaled}
     return out
 
 
 def _scaled_conv(conv: Conv1x1, factor: float, bias_too: bool) -> None:
-    """Replace the conv's parameters (they may be views of checkpoint tensors, which must not change) by scaled copies."""
+    """Replace the conv's parameters (they may be views of checkpoint tensors, which must not change) by scaled
+    copies."""
     conv.weight = nn.Parameter(conv.weight.detach() * factor, requires_grad=False)
     if conv.bias is not None and bias_too:
         conv.bias = nn.Parameter(conv.bias.detach() * factor, requires_grad=False)
@@ -133,7 +134,8 @@ def scale_residual_stream(module: nn.Module, exponent: int) -> dict:
         raise StreamScaleError(f"--fp16-scale must be between 0 and {MAX_EXPONENT}, got {exponent}")
     encoder = find_encoder(module)
     if getattr(encoder, "lora", None) is not None:
-        raise StreamScaleError("--fp16-scale with LoRA inputs is not implemented (the adapters of layer 0 read the stream)")
+        raise StreamScaleError("--fp16-scale with LoRA inputs is not implemented (the adapters of layer 0 "
+                               "read the stream)")
     norms = stream_norms(encoder)
     epsilons = scaled_epsilons({name: norm.eps for name, norm in norms.items()}, exponent)
     s = 2.0 ** -exponent

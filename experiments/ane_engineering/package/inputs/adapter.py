@@ -23,8 +23,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ...model.bc1s.attention import qk_row_order
-from ...model.bc1s.lora import LoraSpec, LoraSpecError
 from ...checkpoint import Checkpoint
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
@@ -32,6 +30,8 @@ from ...core.errors import HarnessError
 from ...core.json_documents import check, open_object
 from ...core.limits import host_memory_bound
 from ...core.regular_files import open_regular
+from ...model.bc1s.attention import qk_row_order
+from ...model.bc1s.lora import LoraSpec, LoraSpecError
 
 
 class AdapterError(HarnessError):
@@ -83,7 +83,8 @@ def make_adapter(config: ModelConfig, spec: LoraSpec, kind: str, tensors: dict[s
             raise AdapterError(f"adapter tensor '{key}' is {str(value.dtype).removeprefix('torch.')}; adapters are "
                                f"{', '.join(str(d).removeprefix('torch.') for d in ADAPTER_DTYPES)}")
         if tuple(value.shape) != shape:
-            raise AdapterError(f"adapter tensor '{key}' has shape {list(value.shape)}, expected {list(shape)} (rank {spec.rank})")
+            raise AdapterError(f"adapter tensor '{key}' has shape {list(value.shape)}, expected {list(shape)} "
+                               f"(rank {spec.rank})")
         value = value.to(torch.float32)
         if not torch.isfinite(value).all():
             raise AdapterError(f"adapter tensor '{key}' contains NaN or Inf")
@@ -140,13 +141,16 @@ def load_adapter(path: Path, config: ModelConfig, spec: LoraSpec | None = None, 
 
 
 def save_adapter(path: Path, adapter: Adapter) -> None:
-    metadata = {"rank": str(adapter.spec.rank), "alpha": repr(adapter.spec.alpha), "targets": ",".join(adapter.spec.targets)}
+    metadata = {"rank": str(adapter.spec.rank), "alpha": repr(adapter.spec.alpha),
+                "targets": ",".join(adapter.spec.targets)}
     save_file({k: v.contiguous() for k, v in adapter.tensors.items()}, str(path), metadata=metadata)
 
 
-def random_adapter(config: ModelConfig, spec: LoraSpec, kind: str = "body", seed: int = 0, scale: float = 0.05) -> Adapter:
+def random_adapter(config: ModelConfig, spec: LoraSpec, kind: str = "body", seed: int = 0,
+                   scale: float = 0.05) -> Adapter:
     generator = torch.Generator().manual_seed(seed)
-    tensors = {key: scale * torch.randn(shape, generator=generator) for key, shape in expected_shapes(config, spec, kind).items()}
+    tensors = {key: scale * torch.randn(shape, generator=generator)
+               for key, shape in expected_shapes(config, spec, kind).items()}
     return make_adapter(config, spec, kind, tensors, name=f"random-seed{seed}")
 
 
@@ -192,7 +196,8 @@ def merge(checkpoint: Checkpoint, adapter: Adapter, kind: str = "body") -> Check
         key = f"{prefix}.attn.Wqkv.weight"
         weight = tensors[key].clone()
         for t in adapter.spec.targets:
-            delta = adapter.spec.scaling * adapter.tensors[f"{prefix}.attn.{t}.lora_B"] @ adapter.tensors[f"{prefix}.attn.{t}.lora_A"]
+            delta = (adapter.spec.scaling * adapter.tensors[f"{prefix}.attn.{t}.lora_B"]
+                     @ adapter.tensors[f"{prefix}.attn.{t}.lora_A"])
             weight[offsets[t]:offsets[t] + c] += delta
         tensors[key] = weight
     merged_hash = hashlib.sha256(f"{checkpoint.weights_sha256}+lora:{adapter.sha256}".encode()).hexdigest()

@@ -15,9 +15,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ...core.buckets import MARKER_SLOTS
 from ...checkpoint.config import ModelConfig
 from ...checkpoint.tensors import HEAD_PREFIX
+from ...core.buckets import MARKER_SLOTS
 from ...core.errors import HarnessError
 from ...model.masks import additive_bc1s
 from ...model.window_tiles import DENSE, AttentionLayout, WindowTiles, additive_window
@@ -38,11 +38,13 @@ def _masks(length: int, num_tokens: int, window_radius: int | None, tile: int | 
     if window_radius is not None and tile is None:
         masks["local_mask"] = additive_bc1s(valid, window_radius).numpy()  # (1, L, 1, L)
     elif window_radius is not None:
-        masks["window_mask"] = additive_window(WindowTiles(length, window_radius, tile), num_tokens).numpy()  # (1, W, nT, T)
+        tiles = WindowTiles(length, window_radius, tile)
+        masks["window_mask"] = additive_window(tiles, num_tokens).numpy()  # (1, W, nT, T)
     return masks
 
 
-def device_masks(config: ModelConfig, length: int, num_tokens: int, attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
+def device_masks(config: ModelConfig, length: int, num_tokens: int,
+                 attention: AttentionLayout = DENSE) -> dict[str, np.ndarray]:
     """Copies of the additive masks a package of this config, bucket and attention layout takes."""
     enc = config.encoder
     has_local = enc.has_sliding_layers
@@ -59,7 +61,8 @@ def embedding_rows(config: ModelConfig, tensors: dict, ids: torch.Tensor) -> tor
     length, positions = ids.shape[0], config.encoder.max_position_embeddings
     if length > positions:
         raise DeviceInputError(f"bucket {length} exceeds the {positions} absolute positions of this BERT encoder")
-    rows = tensors["embeddings.word_embeddings.weight"][ids] + tensors["embeddings.token_type_embeddings.weight"][0]  # (L, C)
+    rows = (tensors["embeddings.word_embeddings.weight"][ids]
+            + tensors["embeddings.token_type_embeddings.weight"][0])  # (L, C)
     return rows + tensors["embeddings.position_embeddings.weight"][:length]  # (L, C)
 
 
@@ -99,7 +102,8 @@ def body_inputs(config: ModelConfig, tensors: dict, input_ids, token_types, mark
     if not 1 <= len(marker_positions) <= MARKER_SLOTS:
         raise DeviceInputError(f"{len(marker_positions)} options; the graph has 1..{MARKER_SLOTS} marker slots")
     if any(not (0 <= p < n) for p in marker_positions) or len(set(marker_positions)) != len(marker_positions):
-        raise DeviceInputError(f"marker positions {list(marker_positions)} must be distinct valid token positions (< {n})")
+        raise DeviceInputError(f"marker positions {list(marker_positions)} must be distinct valid token "
+                               f"positions (< {n})")
     table = tensors[f"{HEAD_PREFIX}type_embeddings.weight"]  # (T, C)
     types = torch.zeros(length, config.encoder.hidden_size)
     types[:n] = table[torch.tensor(list(token_types), dtype=torch.long)]  # padding columns stay zero

@@ -100,11 +100,12 @@ def encode_question(tokenizer: Tokenizer, head: DecisionHeadConfig, question: Qu
     return EncodedQuestion(question, tuple(ids), tuple(types), tuple(markers))
 
 
-# The fixture file (package/inputs/fixtures/questions.json): questions, and rubrics whose labels become the options of score
-# questions in the question's language. Relations (a known rubric, labels in that language, one label per point,
-# unique ids) are checked in load_questions.
+# The fixture file (package/inputs/fixtures/questions.json): questions, and rubrics whose labels become the options of
+# score questions in the question's language. Relations (a known rubric, labels in that language, one label per
+# point, unique ids) are checked in load_questions.
 RUBRIC = closed_object({"points": array_of(NUMBER, 2),
-                        "labels": {"type": "object", "minProperties": 1, "additionalProperties": array_of(NON_EMPTY_STRING, 2)}})
+                        "labels": {"type": "object", "minProperties": 1,
+                                   "additionalProperties": array_of(NON_EMPTY_STRING, 2)}})
 QUESTION = {
     **closed_object({"id": NON_EMPTY_STRING, "kind": {"enum": list(QUESTION_KINDS)}, "text": NON_EMPTY_STRING},
                     {"options": array_of(NON_EMPTY_STRING, 2), "rubric": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
@@ -120,7 +121,8 @@ FIXTURE_SCHEMA = closed_object({"questions": array_of(QUESTION, 1)},
 
 
 def load_questions(path: Path = FIXTURE_PATH) -> list[Question]:
-    """Read a fixture file (see package/inputs/fixtures/questions.json); score questions take their options from a rubric."""
+    """Read a fixture file (see package/inputs/fixtures/questions.json); score questions take their options from a
+    rubric."""
     data = read_json(path, FIXTURE_SCHEMA, QuestionError)
     rubrics = data.get("rubrics", {})
     questions, seen = [], set()

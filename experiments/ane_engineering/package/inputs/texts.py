@@ -14,8 +14,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ...checkpoint.tokenizer import content_ids
-from .questions import FIXTURE_PATH, QuestionError, load_questions
 from ...core.json_documents import NON_EMPTY_STRING, STRING, array_of, closed_object, read_json
+from .questions import FIXTURE_PATH, QuestionError, load_questions
 
 SENTENCES_PATH = Path(__file__).resolve().parent / "fixtures" / "sentences.json"
 # Committed sets beside the golden texts, in the sentences.json format: calibration (sensitivities of weighted
@@ -23,7 +23,8 @@ SENTENCES_PATH = Path(__file__).resolve().parent / "fixtures" / "sentences.json"
 CALIBRATION_TEXTS_PATH = SENTENCES_PATH.parent / "texts_calibration.json"
 HELDOUT_TEXTS_PATH = SENTENCES_PATH.parent / "texts_heldout.json"
 SENTENCES_SCHEMA = closed_object(
-    {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING, "language": NON_EMPTY_STRING,
+    {"sentences": array_of(closed_object({"id": NON_EMPTY_STRING, "topic": NON_EMPTY_STRING,
+                                          "language": NON_EMPTY_STRING,
                                           "script": NON_EMPTY_STRING, "text": NON_EMPTY_STRING}), 1)},
     {"format_version": {"const": 1}, "description": STRING})
 

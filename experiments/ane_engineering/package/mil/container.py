@@ -37,7 +37,8 @@ MANIFEST = "Manifest.json"
 DATA = "Data"
 WEIGHTS_ITEM = ("weights", "com.apple.CoreML")  # (name, author): coremltools' _WEIGHTS_DIR_NAME, _MLPACKAGE_AUTHOR_NAME
 SUPPORTED_FORMAT = (1, 0, 0)  # ModelPackage.cpp: kModelPackageFileFormat{Major,Minor,Patch}Version
-_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+                    | getattr(os, "O_CLOEXEC", 0))
 
 ITEM = open_object({"path": NON_EMPTY_STRING, "name": STRING, "author": STRING, "description": STRING})
 COREML_MANIFEST_SCHEMA = open_object({
@@ -62,7 +63,8 @@ class PackageFiles:
 
 def _open_directory(name, dir_fd: int | None, shown: str) -> int:
     try:
-        return os.open(name, _DIRECTORY_FLAGS if dir_fd is not None else _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0),
+        return os.open(name,
+                       _DIRECTORY_FLAGS if dir_fd is not None else _DIRECTORY_FLAGS & ~getattr(os, "O_NOFOLLOW", 0),
                        dir_fd=dir_fd)
     except OSError as problem:
         raise ProgramLoadError(f"{shown}: cannot open the directory ({problem.strerror or problem})") from None

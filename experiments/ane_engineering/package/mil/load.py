@@ -9,10 +9,10 @@ Every refusal is one ProgramLoadError naming the package and what is wrong; what
 program the checks let through is turned into one, too. While PyMIL builds the program it computes the value of every
 op whose inputs are all constant (Operation._auto_val, right after type inference); a program may declare a small
 output and ask for a huge one (tile or fill of constants), so for the length of the load that step first refuses an
-inferred output larger than value_bound (core/limits.py), before numpy allocates it. The loader rebuilds every op through PyMIL's builder, so
-each op carries all of its inputs, optional ones included (defaults are materialised as const inputs), and every
-const holds the value read from the package's weight.bin (fp16 weights are the stored fp16 values; palettized
-indices are unpacked to uint8 by PyMIL). Nothing here is re-derived from torch weights.
+inferred output larger than value_bound (core/limits.py), before numpy allocates it. The loader rebuilds every op
+through PyMIL's builder, so each op carries all of its inputs, optional ones included (defaults are materialised as
+const inputs), and every const holds the value read from the package's weight.bin (fp16 weights are the stored fp16
+values; palettized indices are unpacked to uint8 by PyMIL). Nothing here is re-derived from torch weights.
 
 `LoadedProgram` exposes the function's input and output names, shapes and numpy dtypes, and the model spec. Our BC1S
 exports have fixed shapes; an input with enumerated shapes (the original-layout baseline export) keeps None for its
@@ -105,7 +105,8 @@ class LoadedProgram:
     spec: object = None  # the Model protobuf it was loaded from (None for a program built in memory)
 
     @classmethod
-    def built(cls, program, opset: str, function_name: str = "main", path: str = "<builder program>") -> "LoadedProgram":
+    def built(cls, program, opset: str, function_name: str = "main",
+              path: str = "<builder program>") -> "LoadedProgram":
         """A program made with PyMIL's builder in memory (no package), for the executor's own tests."""
         function = program.functions[function_name]
         return cls(path=Path(path), program=program, function_name=function_name, specification_version=0,

@@ -64,10 +64,10 @@ def dtype_name(data_type: int) -> str:
 class _ProgramCheck:
     """The checks of one Model protobuf (module docstring), raising ProgramLoadError with the package named."""
 
-    def __init__(self, spec, where: str, weights_dir: Path | None, files: tuple[str, ...] = (), root: Path | None = None):
-        from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
-
+    def __init__(self, spec, where: str, weights_dir: Path | None, files: tuple[str, ...] = (),
+                 root: Path | None = None):
         import coremltools.converters.mil.mil.ops.defs  # noqa: F401 - fills the op registry
+        from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 
         self.spec, self.where, self.weights_dir = spec, where, weights_dir
         self.files, self.root = set(files), root

@@ -20,8 +20,9 @@ LUTs come from us through its public ``OpPalettizerConfig(mode="custom", lut_fun
   mismatch could only cost time, never correctness. ``stats["cache_misses"]`` counts them.
 - Both passes run on one PyMIL program through ``coremltools.models.utils._apply_graph_pass`` (the helper
   ``palettize_weights`` itself uses), so the package is loaded and written once; it loads the program through the
-  MIL module (package/mil/load.py, every check of a package first) instead of coremltools' unchecked loader. The program is then converted
-  back with coremltools' default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (`apply_passes`; see there why).
+  MIL module (package/mil/load.py, every check of a package first) instead of coremltools' unchecked loader. The program
+  is then converted back with coremltools' default pass pipeline minus REPALETTIZE_SKIPPED_PASSES (`apply_passes`; see
+  there why).
 
 Beyond coremltools' own options (exact only): each const can get its own bit width (`bits_for`; the LUT length tells
 the custom mode its nbits) or stay dense, and each group can carry per-element sensitivities for a weighted
@@ -191,7 +192,8 @@ def _pass_classes():
 
         def __init__(self, config, sink: list, bits_for, sensitivity_for, group_size: int):
             super().__init__(config=config)
-            self.sink, self.bits_for, self.sensitivity_for, self.group_size = sink, bits_for, sensitivity_for, group_size
+            self.sink, self.bits_for = sink, bits_for
+            self.sensitivity_for, self.group_size = sensitivity_for, group_size
 
         def transform_op(self, op):
             op_config = self.config._get_const_op_config(op)

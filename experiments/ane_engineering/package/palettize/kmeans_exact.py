@@ -32,10 +32,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
 from ...core.numba_cache import cached_njit
 from .fp16_lut import WINDOW_RADIUS, _assign_nearest, _fp16_lut, _fp16_segment_cost, _fp16_window
-from .kmeans_1d import (DC_MAX_K, MAX_SOLVES, METHOD_NAMES, TRIVIAL, _kmeans_core, _method_code, _prefix,
-                        kmeans_1d_weighted)
+from .kmeans_1d import (
+    DC_MAX_K,
+    MAX_SOLVES,
+    METHOD_NAMES,
+    TRIVIAL,
+    _kmeans_core,
+    _method_code,
+    _prefix,
+    kmeans_1d_weighted,
+)
 
 __all__ = ["SSE_ATOL", "SSE_RTOL", "kmeans_1d_weighted", "palettize_group", "palettize_groups", "group_sse",
            "sse_not_worse", "warmup", "DC_MAX_K", "MAX_SOLVES", "METHOD_NAMES", "WINDOW_RADIUS"]

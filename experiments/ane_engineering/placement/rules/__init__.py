@@ -19,7 +19,8 @@ placement/static_check.py runs the catalogue and labels the result as a predicti
 
 from __future__ import annotations
 
-from . import dynamic_shapes, layout, not_applicable, numerics, op_forms, op_types, precision  # noqa: F401 - registers the rules
+# Importing the rule modules registers their rules (noqa: F401, the names are not used here).
+from . import dynamic_shapes, layout, not_applicable, numerics, op_forms, op_types, precision  # noqa: F401
 from .context import CheckContext, TensorRef
 from .op_sets import ANE_OP_ALLOWLIST
 from .registry import (

@@ -167,7 +167,8 @@ class CheckContext:
                 image = feature.type.imageType
                 flex = image.WhichOneof("SizeFlexibility")
                 if flex == "enumeratedSizes":
-                    found.append((feature.name, "enumerated", f"{len(image.enumeratedSizes.sizes)} enumerated image sizes"))
+                    found.append((feature.name, "enumerated",
+                                  f"{len(image.enumeratedSizes.sizes)} enumerated image sizes"))
                 elif flex == "imageSizeRange":
                     found.append((feature.name, "range", "image size range"))
         return found

@@ -98,7 +98,8 @@ def check_dimension_limit(ctx: CheckContext, rule_id: str) -> list[Finding]:
         if info:
             big = [d for d in info[0] if not is_symbolic_dim(d) and int(d) > MAX_DIMENSION]
             if big:
-                found.append(finding(rule_id, op, f"constant {shape_str(info[0])}: dimension {max(big)} > {MAX_DIMENSION}"))
+                found.append(finding(rule_id, op,
+                                     f"constant {shape_str(info[0])}: dimension {max(big)} > {MAX_DIMENSION}"))
     return found
 
 

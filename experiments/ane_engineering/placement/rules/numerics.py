@@ -30,7 +30,8 @@ def check_slice_cliff(ctx: CheckContext, rule_id: str) -> list[Finding]:
         over = peak is None or peak * HEADROOM_MIN > entry["cliff_value"]  # None: a non-finite input
         if over and entry["op"] in ops:
             known = worst.get(entry["op"])
-            if known is None or (peak is None or (known["input_max_abs"] is not None and peak > known["input_max_abs"])):
+            if known is None or (peak is None
+                                 or (known["input_max_abs"] is not None and peak > known["input_max_abs"])):
                 worst[entry["op"]] = entry
     found = []
     for name, entry in worst.items():

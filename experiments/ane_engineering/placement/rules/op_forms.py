@@ -155,5 +155,6 @@ def check_runtime_weights(ctx: CheckContext, rule_id: str) -> list[Finding]:
         if op.op_type in ("conv", "conv_transpose", "linear"):
             weight = op.inputs.get("weight")
             if weight is not None and not ctx.is_constant_var(weight):
-                found.append(finding(rule_id, op, f"{op.op_type} weight {shape_str(weight.shape)} is computed at run time"))
+                found.append(finding(rule_id, op,
+                                     f"{op.op_type} weight {shape_str(weight.shape)} is computed at run time"))
     return found

@@ -18,7 +18,8 @@ from .sources import SRC_CT_RNN, SRC_HOLLANCE_UNSUPPORTED, SRC_ML_ANE, SRC_REFER
 
 def _ops_of_types(ctx: CheckContext, rule_id: str, op_types: Iterable[str], detail: str) -> list[Finding]:
     wanted = frozenset(op_types)
-    return [finding(rule_id, op, detail.format(op_type=op.op_type)) for op in ctx.non_constant_ops if op.op_type in wanted]
+    return [finding(rule_id, op, detail.format(op_type=op.op_type))
+            for op in ctx.non_constant_ops if op.op_type in wanted]
 
 
 @rule("ANE-R07-gather",

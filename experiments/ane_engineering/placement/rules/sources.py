@@ -34,8 +34,9 @@ SRC_CT_RNN = ("apple/coremltools issue #1780 (maintainer: RNN or LSTM ops are no
 SRC_ANE_LIMITS = ("FluidInference/FluidAudio issue #121, ANE compiler message 'Tensor dimensions ... are not within "
                   "supported range, N[1-65536]D[1-16384]C[1-65536]H[1-16384]W[1-16384]' "
                   "(https://github.com/FluidInference/FluidAudio/issues/121)")
-SRC_CT_EINSUM = ('coremltools MIL op reference, iOS15 "einsum": supported equations "nchw,nwhu->nchu" and '
-                 '"chw,whr->chr" (https://apple.github.io/coremltools/source/coremltools.converters.mil.mil.ops.defs.html)')
+SRC_CT_EINSUM = ('coremltools MIL op reference, iOS15 "einsum": supported equations '
+                 '"nchw,nwhu->nchu" and "chw,whr->chr" '
+                 '(https://apple.github.io/coremltools/source/coremltools.converters.mil.mil.ops.defs.html)')
 SRC_CT_2536 = ("apple/coremltools issue #2536 (Core ML supports tensors of rank <= 5; a dynamic convolution "
                "reported falling off the Neural Engine), https://github.com/apple/coremltools/issues/2536")
 SRC_CT_1984 = ("apple/coremltools issue #1984 (fp16 inputs and outputs via ct.TensorType(dtype=np.float16))")
@@ -43,6 +44,8 @@ SRC_CAST_MEASURED = ("measured with coremltools 9.0 on Linux by this project: th
                      "looks tokens up with an in-graph nn.Embedding, has gather and int cast ops "
                      "(tests/workflows/test_probe_run.py::test_baseline_export_shows_its_violations)")
 SRC_EINSUM_MEASURED = ("measured with coremltools 9.0 on Linux by this project: the per-head einsums of the exported "
-                       "BC1S body stay native MIL einsums (tests/placement/test_static_check.py::test_tiny_bc1s_body_has_no_violations)")
-SRC_ANEFORGE_CLIFFS = ("sbryngelson/ANEForge, docs/numeric-cliffs.md (measured on M2 Pro and M5; values and statements in "
-                       "run/mil/ane_cliffs.json), https://github.com/sbryngelson/ANEForge/blob/main/docs/numeric-cliffs.md")
+                       "BC1S body stay native MIL einsums "
+                       "(tests/placement/test_static_check.py::test_tiny_bc1s_body_has_no_violations)")
+SRC_ANEFORGE_CLIFFS = ("sbryngelson/ANEForge, docs/numeric-cliffs.md (measured on M2 Pro and M5; values and statements "
+                       "in run/mil/ane_cliffs.json), "
+                       "https://github.com/sbryngelson/ANEForge/blob/main/docs/numeric-cliffs.md")

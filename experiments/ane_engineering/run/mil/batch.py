@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.errors import HarnessError
-from .images import ImageInfo, PICTURE_SUFFIXES, read_picture
+from .images import PICTURE_SUFFIXES, ImageInfo, read_picture
 
 MAX_INPUT_FILES = 100_000  # files one command may run (a directory listing is refused beyond it)
 

@@ -61,12 +61,14 @@ SLICE_OPS = frozenset({"slice_by_index", "slice_by_size", "split", "crop"})
 _CLIFF = open_object({"value": {"type": "number", "exclusiveMinimum": 0},
                       "op_class": {"enum": [MATMUL_CLASS, WIDTH_OFFSET_SLICE, REDUCE_SUM]},
                       "effect": {"enum": ["inf", "round-to-fp16"]},
-                      "families": array_of({"enum": list(FAMILIES)}, 1), "absent_on": array_of({"enum": list(FAMILIES)}),
+                      "families": array_of({"enum": list(FAMILIES)}, 1),
+                      "absent_on": array_of({"enum": list(FAMILIES)}),
                       "measured_on": array_of(NON_EMPTY_STRING, 1),
                       "source": open_object({"repository": NON_EMPTY_STRING, "path": NON_EMPTY_STRING,
                                              "url": NON_EMPTY_STRING, "statement": NON_EMPTY_STRING})})
 SCHEMA = open_object({"format": {"const": "ane-engineering/ane-cliffs/1"}, "about": STRING,
-                      "families": closed_object({f: open_object({"measured_on": array_of(STRING, 1)}) for f in FAMILIES}),
+                      "families": closed_object({f: open_object({"measured_on": array_of(STRING, 1)})
+                                                 for f in FAMILIES}),
                       "cliffs": {"type": "object", "minProperties": 1, "additionalProperties": _CLIFF}})
 
 
@@ -151,7 +153,8 @@ class AneCliffs:
         self.by_class: dict[str, Cliff] = {}
         for name, entry in table["cliffs"].items():
             if family in entry["families"]:
-                self.by_class[entry["op_class"]] = Cliff(name, entry["op_class"], float(entry["value"]), entry["effect"])
+                self.by_class[entry["op_class"]] = Cliff(name, entry["op_class"], float(entry["value"]),
+                                                         entry["effect"])
         self.source = str(path)
         self.first: dict | None = None  # the first op where a cliff fired in the current run
         self.fired: dict[str, int] = {}
@@ -164,7 +167,8 @@ class AneCliffs:
         self.first, self.fired = None, {}
 
     def faced(self, op_type: str, args: dict, n_outputs: int) -> list[Cliff]:
-        """The magnitude cliff each output faces: matmul-class, width-offset slice (if this family has it), else FP16."""
+        """The magnitude cliff each output faces: matmul-class, width-offset slice (if this family has it), else
+        FP16."""
         out = [FP16_CLIFF] * n_outputs
         if op_type in MATMUL_CLASS_OPS and MATMUL_CLASS in self.by_class:
             out = [self.by_class[MATMUL_CLASS]] * n_outputs

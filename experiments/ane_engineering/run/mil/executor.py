@@ -1,8 +1,8 @@
 """MILExecutor: run a saved ML program (.mlpackage) on the CPU with numpy, the way Core ML's FP16 path stores it.
 
-What it reads: only the package. The program is loaded back with PyMIL (package/mil/load.py, every check first); weights are the const values
-read from the package's weight.bin (fp16 as stored; palettized / quantized weights are decompressed from the stored
-indices and tables by the constexpr handlers). No torch model, no checkpoint, no fallback to torch.
+What it reads: only the package. The program is loaded back with PyMIL (package/mil/load.py, every check first); weights
+are the const values read from the package's weight.bin (fp16 as stored; palettized / quantized weights are decompressed
+from the stored indices and tables by the constexpr handlers). No torch model, no checkpoint, no fallback to torch.
 
 What it does:
 - ops run in program order, one numpy handler per MIL op type (registry.OPS, filled by the families in ops/);
@@ -63,13 +63,13 @@ import numpy as np
 
 from ...core.errors import HarnessError
 from ...core.limits import MAX_LOOP_ITERATIONS, value_bound
-from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
-from .ops.control_flow import LoopBudget, LoopLimitError
-from .cliffs import DEFAULT_FAMILY, AneCliffs
-from .numerics import ANE, FP32_ACCUMULATE, MODES, Numerics, cast_to
 from ...package.mil.load import LoadedProgram, load_program
 from ...package.mil.tensors import static_shape, var_dtype
 from ...package.mil.walk import walk_operations
+from . import ops as _families  # noqa: F401 - importing the package registers every op in registry.OPS
+from .cliffs import DEFAULT_FAMILY, AneCliffs
+from .numerics import ANE, FP32_ACCUMULATE, MODES, Numerics, cast_to
+from .ops.control_flow import LoopBudget, LoopLimitError
 from .registry import CONSTEXPR_PREFIX, OPS, OPSETS, OpDef, OpNode, UnsupportedOpError
 
 
@@ -229,7 +229,8 @@ class MILExecutor:
         """Every unsupported op type at once, before anything runs."""
         problems = unsupported_ops(operations, self.opset, self._registry)
         if problems:
-            listed = "; ".join(f"unsupported MIL op {t!r} ({p['reason']}): {p['count']} op{'s' if p['count'] > 1 else ''}, "
+            listed = "; ".join(f"unsupported MIL op {t!r} ({p['reason']}): {p['count']} "
+                               f"op{'s' if p['count'] > 1 else ''}, "
                                f"first {p['first']}" for t, p in sorted(problems.items()))
             raise UnsupportedOpError(
                 f"function {self.function_name} of {self.package_path} uses {len(problems)} op type(s) the mil "
@@ -403,7 +404,8 @@ class MILExecutor:
                 continue
             value = np.asarray(value)
             if value.dtype != dtype:
-                value = cast_to(value, dtype, self.threads)  # the one rounding of the op's output (fp16 for FP16 programs)
+                # the one rounding of the op's output (fp16 for FP16 programs)
+                value = cast_to(value, dtype, self.threads)
             if shape is not None and value.shape != shape:
                 if value.size == int(np.prod(shape)) and (value.ndim == 0 or shape == ()):
                     value = value.reshape(shape)

@@ -151,7 +151,8 @@ def _executor(subject):
 
         return MILExecutor(subject if isinstance(subject, LoadedProgram) else package_path(Path(subject)),
                            mode=FP32_ACCUMULATE)
-    raise TypeError(f"measure_headroom takes a package path, a LoadedProgram or a MILExecutor, not {type(subject).__name__}")
+    raise TypeError("measure_headroom takes a package path, a LoadedProgram or a MILExecutor, not "
+                    f"{type(subject).__name__}")
 
 
 def measure_headroom(subject, inputs_list: Iterable[dict], ane_family: str = DEFAULT_FAMILY) -> HeadroomReport:

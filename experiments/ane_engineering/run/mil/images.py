@@ -98,7 +98,8 @@ class ImageInfo:
         return (1, self.channels, self.height, self.width)
 
     def expected(self) -> str:
-        return f"a {self.layout} picture of {self.sizes_text()} (H x W x {self.channels} uint8) or (1, {self.channels}, H, W)"
+        return (f"a {self.layout} picture of {self.sizes_text()} (H x W x {self.channels} uint8) or "
+                f"(1, {self.channels}, H, W)")
 
     def describe(self) -> dict:
         out = {"layout": self.layout, "size": self.size_kind, "sizes": self.sizes_text(),
@@ -157,7 +158,8 @@ def image_feature(feature, function=None) -> ImageInfo | None:
     image = feature.type.imageType
     layout = LAYOUTS.get(int(image.colorSpace))
     if layout is None:
-        raise ImageInputError(f"image {feature.name!r}: colour space {int(image.colorSpace)} is not one Core ML defines")
+        raise ImageInputError(f"image {feature.name!r}: colour space {int(image.colorSpace)} is not one "
+                              "Core ML defines")
     sizes, height_range, width_range = (), None, None
     flexibility = image.WhichOneof("SizeFlexibility")
     if flexibility == "enumeratedSizes":

@@ -2,8 +2,8 @@
 binary kernel (see kernels.py for what they compute, how they were checked and when they are used).
 
 Imported by kernels.py only when a first array is large enough to use them, so a command that never needs them
-(describing a package) does not pay for importing numba (benchmarks/evidence/execute_startup.json). Importing this module without numba installed
-raises ImportError, which kernels.py takes as "use numpy's casts".
+(describing a package) does not pay for importing numba (benchmarks/evidence/execute_startup.json). Importing this
+module without numba installed raises ImportError, which kernels.py takes as "use numpy's casts".
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def _read_member(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, info, path: P
             raise NpzError(f"{where}: shape {tuple(shape)[:8]}, the program expects {info.expected()}")
         nbytes = math.prod(shape) * dtype.itemsize
         if member.tell() + nbytes != entry.file_size:
-            raise NpzError(f"{where}: header says {nbytes} bytes of data, the archive {entry.file_size - member.tell()}")
+            raise NpzError(f"{where}: header says {nbytes} bytes of data, the archive "
+                           f"{entry.file_size - member.tell()}")
         data = member.read(nbytes)
         if len(data) != nbytes or member.read(1):
             raise NpzError(f"{where}: truncated")

@@ -84,11 +84,14 @@ class Numerics:
         out = {"mode": self.mode, "compute_dtype": str(self.dtype)}
         if self.strict:
             out["accumulation"] = (f"sequential fp16, rounding after every {self.strict_chunk} product(s)"
-                                   if self.strict_chunk > 1 else "sequential fp16, every product and partial sum rounded")
+                                   if self.strict_chunk > 1 else "sequential fp16, every product and "
+                                                                 "partial sum rounded")
         else:
-            out["accumulation"] = "float32 (BLAS sgemm for dot products, float32 reductions); each op output rounded to fp16"
+            out["accumulation"] = ("float32 (BLAS sgemm for dot products, float32 reductions); each op output "
+                                   "rounded to fp16")
         if self.mode == ANE:
-            out["cliffs"] = "the Neural Engine's published numeric cliffs (run/mil/ane_cliffs.json) applied after each op"
+            out["cliffs"] = ("the Neural Engine's published numeric cliffs (run/mil/ane_cliffs.json) applied after "
+                             "each op")
         return out
 
     def f(self, x):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.limits import MAX_LOOP_ITERATIONS
-from .images import ImageInfo, image_features, to_picture, to_tensor, as_pil
+from .images import ImageInfo, as_pil, image_features, to_picture, to_tensor
 from .numerics import FP32_ACCUMULATE
 from .state import ModelState, StateError, state_infos
 

@@ -90,7 +90,8 @@ def opset_range(opsets: tuple[str, ...] | None = None, since: str | None = None,
     end open), or every opset. Refuses unknown names, an empty or reversed range and a mix of both forms."""
     if opsets is not None and (since is not None or until is not None):
         raise ValueError("give either opsets=(...) or a since/until range, not both")
-    unknown = sorted({o for o in (opsets or ()) if o not in OPSETS} | {o for o in (since, until) if o and o not in OPSETS})
+    unknown = sorted({o for o in (opsets or ()) if o not in OPSETS}
+                     | {o for o in (since, until) if o and o not in OPSETS})
     if unknown:
         raise ValueError(f"unknown opsets {unknown}; choose from {OPSETS}")
     if opsets is not None:
@@ -108,7 +109,8 @@ def _takes_three(function: Callable, what: str) -> None:
     try:
         inspect.signature(function).bind(None, None, None)
     except TypeError as error:
-        raise ValueError(f"{what} {getattr(function, '__name__', function)!r} must take (node, args, num): {error}") from None
+        raise ValueError(f"{what} {getattr(function, '__name__', function)!r} must take (node, "
+                         f"args, num): {error}") from None
 
 
 def register(*op_types: str, prepare: Prepare | None = None, opsets: tuple[str, ...] | None = None,

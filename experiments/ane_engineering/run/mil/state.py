@@ -67,8 +67,8 @@ class ModelState:
         want = {i.name: (tuple(i.shape), np.dtype(i.dtype)) for i in infos}
         have = {n: (b.shape, b.dtype) for n, b in self.buffers.items()}
         if want != have:
-            raise StateError(f"the state holds {sorted((n, list(s), str(d)) for n, (s, d) in have.items())[:4]}; "
-                             f"the program's states are {sorted((n, list(s), str(d)) for n, (s, d) in want.items())[:4]}")
+            raise StateError(f"the state holds {sorted((n, list(s), str(d)) for n, (s, d) in have.items())[:4]}; the "
+                             f"program's states are {sorted((n, list(s), str(d)) for n, (s, d) in want.items())[:4]}")
 
 
 def state_infos(inputs) -> list:

@@ -27,10 +27,9 @@ from .predictor import package_path  # noqa: F401 - part of this module's API
 
 def describe_package(path: Path, function_name: str | None = None) -> dict:
     """Inputs, outputs (shapes, types), opset, op counts and the ops this executor cannot run; builds nothing."""
-    from .executor import unsupported_ops
     from ...package.mil.load import load_program
     from ...package.mil.walk import walk_operations
-
+    from .executor import unsupported_ops
     from .images import image_features
 
     loaded = load_program(package_path(path), function_name)
@@ -85,7 +84,8 @@ def format_description(info: dict) -> str:
         lines.append("every op is supported by the mil executor")
     else:
         lines.append(f"NOT supported ({len(info['unsupported'])} op types):")
-        lines += [f"  {t}: {p['count']} op(s), first {p['first']} ({p['reason']})" for t, p in info["unsupported"].items()]
+        lines += [f"  {t}: {p['count']} op(s), first {p['first']} ({p['reason']})"
+                  for t, p in info["unsupported"].items()]
     return "\n".join(lines)
 
 

@@ -108,8 +108,8 @@ def ane_numerics_evidence(source: str, lengths: list[int], layouts: list[str], q
         "format": FORMAT,
         "benchmark": "Neural Engine headroom per bucket and layout, and decision errors under mil (fp32-accumulate), "
                      "mil-ane (the published cliffs, pre-A16 and A16) and mil-fp16-strict",
-        "label": "measurement on the CPU with the mil executor (numpy); the mil-ane backend models the cliffs published "
-                 "for real Neural Engines, it is not a Neural Engine run",
+        "label": "measurement on the CPU with the mil executor (numpy); the mil-ane backend models the cliffs "
+                 "published for real Neural Engines, it is not a Neural Engine run",
         "source": checkpoint.hashes,
         "fixture_sha256": fixture_sha256(),
         "questions_per_bucket": questions,

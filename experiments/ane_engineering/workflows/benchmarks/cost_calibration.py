@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 from ...core import reference_run
 from ...core.cli import (
     UsageError,
@@ -40,7 +41,8 @@ def reference_graph_check(cost: dict, directory: Path) -> float:
     if not softmaxes or scores != SCORE_CONTRACTIONS_PER_SOFTMAX * softmaxes:
         raise UsageError(f"{directory}: {scores} score contractions for {softmaxes} softmaxes, not the graph the "
                          f"reference run measured ({SCORE_CONTRACTIONS_PER_SOFTMAX} per head); export the bodies with "
-                         "the harness at git commit 48ff4e9, or `probe --attention reference-run`, and pass them with --package")
+                         "the harness at git commit 48ff4e9, or `probe --attention reference-run`, and pass them with "
+                         "--package")
     return scores / softmaxes
 
 

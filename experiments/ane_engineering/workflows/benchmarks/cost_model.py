@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
 from ...placement import chips as chip_table
 from ...placement import cost_model
 

@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 import numpy as np
-from .cost_model import export as probe_export
+
 from ...core import reference_run
 from ...core.cli import (
     UsageError,
 )
-from ...placement import calibration, cost_model
-from ...placement import chips as chip_table
 from ...core.provenance import (
     backend_record,
     portable_path,
 )
 from ...model.window_tiles import DEFAULT_TILE
+from ...placement import calibration, cost_model
+from ...placement import chips as chip_table
+from .cost_model import export as probe_export
 
 FORMAT = "ane-engineering/evidence/long-attention/1"
 LAYOUTS = ("dense", "windowed")
@@ -93,12 +95,12 @@ def mil_inputs(agent, length: int, checkpoint) -> tuple[dict, dict]:
 
 def measure_mil_ratio(dense_dir: Path, windowed_dir: Path, source: str, warmup: int, calls: int) -> dict:
     """Windowed body time / dense body time on the `mil` executor, ABBA-interleaved in one process."""
+    from experiments.ane_engineering.checkpoint import load_checkpoint
     from experiments.ane_engineering.evidence.benchmarking.timing import (
         paired_calls,
         ratio_summary,
         summarize,
     )
-    from experiments.ane_engineering.checkpoint import load_checkpoint
     from experiments.ane_engineering.run.agent import ANEAgent
 
     checkpoint = load_checkpoint(source)
@@ -165,7 +167,8 @@ def tile_scan(source: str, tiles: list[int], scratch: Path, windowed_at_length: 
         if tile == DEFAULT_TILE:
             entry = windowed_at_length
         else:
-            print(f"exporting {source} windowed body at L{MIL_LENGTH} with tile {tile} ...", file=sys.stderr, flush=True)
+            print(f"exporting {source} windowed body at L{MIL_LENGTH} with tile {tile} ...", file=sys.stderr,
+                  flush=True)
             directory = export(source, "windowed", MIL_LENGTH, scratch, tile)
             entry = bucket_entry(cost_model.cost_report(directory, chips=chips), directory, evidence_dir, chips,
                                  parameters, chip)

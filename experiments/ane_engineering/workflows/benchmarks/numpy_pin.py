@@ -46,7 +46,8 @@ def environment_record(python: Path, scratch: Path, progress: Callable[[str], No
     """Versions, ordinary conversions and export hashes of one environment (its packages go into `scratch`)."""
     versions = json.loads(run(python, ["-c", VERSIONS], "reading versions").stdout)
     progress(f"{python}: numpy {versions['numpy']}, coremltools {versions['coremltools']}")
-    conversions = json.loads(run(python, ["-m", "experiments.ane_engineering.workflows.benchmarks.ordinary_conversions"],
+    module = "experiments.ane_engineering.workflows.benchmarks.ordinary_conversions"
+    conversions = json.loads(run(python, ["-m", module],
                                  "ordinary conversions").stdout.strip().splitlines()[-1])["models"]
     progress("  ordinary models: " + ", ".join(f"{k} {'converted' if v['converted'] else 'FAILED'}"
                                                for k, v in conversions.items()))

@@ -53,7 +53,8 @@ def convert_one(module, inputs: dict, options: dict) -> dict:
         # traced with autograd on, as users usually do: under no_grad nn.TransformerEncoder takes its fused fast
         # path (aten::_transformer_encoder_layer_fwd), which coremltools has no converter for
         traced = torch.jit.trace(module.eval(), tuple(inputs.values()), check_trace=False)
-        model = ct.convert(traced, inputs=[ct.TensorType(name=name, shape=value.shape) for name, value in inputs.items()],
+        model = ct.convert(traced, inputs=[ct.TensorType(name=name, shape=value.shape)
+                                           for name, value in inputs.items()],
                            **options)
         program = model._mil_program
         ops = sorted({op.op_type for op in program.functions["main"].operations}) if program is not None else []

@@ -35,7 +35,8 @@ def palettize(parent: Path, output: Path, bits: int, implementation: str, worker
     if result.returncode != 0:
         raise HarnessError(f"palettize {implementation} W{bits} failed: {result.stderr.strip()[-2000:]}")
     report = json.loads((output / "palettize.json").read_text(encoding="utf-8"))
-    return {"implementation": implementation, "bits": bits, "wall_seconds": wall, "palettize_seconds": report["seconds"],
+    return {"implementation": implementation, "bits": bits, "wall_seconds": wall,
+            "palettize_seconds": report["seconds"],
             "peak_rss_bytes": report["peak_rss_bytes"], "peak_rss_gib": round(report["peak_rss_bytes"] / 2**30, 2),
             "package_bytes": report["package_bytes"],
             "package_sha256": report["package_sha256"], "stats": report["stats"]}
@@ -60,7 +61,8 @@ def palettize_kmeans_evidence(package: Path, bit_widths: list[int], workers: int
                      "speedup": pair["coremltools"]["palettize_seconds"] / pair["exact"]["palettize_seconds"]})
     return {
         "format": "ane-engineering/evidence/palettize-kmeans/2",
-        "benchmark": f"coremltools k-means vs the project's exact k-means, per-grouped-channel group {GROUP_SIZE}, one run",
+        "benchmark": "coremltools k-means vs the project's exact k-means, per-grouped-channel group "
+                     f"{GROUP_SIZE}, one run",
         "goal": {"w8_time_ratio_max": 0.1, "sse": "exact <= coremltools per group (ties allowed)"},
         "parent": {"path": portable_path(package, evidence_dir),
                    "package_sha256": manifest["package"]["content_hash"]["sha256"],

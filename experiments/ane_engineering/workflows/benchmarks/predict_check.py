@@ -182,12 +182,14 @@ def predict_check_evidence(progress: Callable[[str], None] = lambda line: None, 
         "format": FORMAT,
         "benchmark": "out-of-sample check of the calibrated cost model against public Neural Engine latencies",
         "label": calibration.LABEL,
-        "calibration": {"chip": fit["chip"], "parameters": fit["parameters"], "points": [p["id"] for p in fit["points"]],
+        "calibration": {"chip": fit["chip"], "parameters": fit["parameters"],
+                        "points": [p["id"] for p in fit["points"]],
                         "leave_one_out": loo, "band": predict.band_from(loo)},
         "checks": rows, "summary": summary(rows), "findings": findings(rows, document["ane_checks"], fit),
         "conversions": conversions, "quadratic_identity": identity or {
-            "checked_here": False, "why": "not converted in this run (--identity-check converts one interpolated length "
-                                          "in full); tests/placement/test_predict.py checks the identity on builtin:tiny"},
+            "checked_here": False,
+            "why": "not converted in this run (--identity-check converts one interpolated length "
+                   "in full); tests/placement/test_predict.py checks the identity on builtin:tiny"},
         "not_modelled": list(predict.NOT_MODELLED),
         "public_latencies": {"file": "experiments/ane_engineering/placement/public_latencies.json",
                              "configs": {name: entry["about"] for name, entry in document["configs"].items()}},

@@ -1,4 +1,5 @@
-"""The evidence logic of benchmarks/recalibrate_reference_run.py (its docstring says what it measures and how to run it).
+"""The evidence logic of benchmarks/recalibrate_reference_run.py (its docstring says what it measures and how to run
+it).
 
 Benchmark: re-export the reference-run layout and compare it with the committed calibration's programs, then
 re-derive the calibration on the re-exported bodies.

@@ -143,5 +143,5 @@ def summary(evidence: dict) -> str:
             f"{evidence['reweight_command_seconds']:.2f} s: x{evidence['speedup_commands']:.1f}; one process: "
             f"convert+save {warm['convert_and_save_seconds']:.1f} s, probe {warm['probe_seconds']:.1f} s vs reweight "
             f"{warm['reweight_median_seconds']:.3f} s (median of {REPEATS}): "
-            f"x{warm['speedup_vs_convert_and_save']:.1f} / x{warm['speedup_vs_probe']:.1f}; identical to a fresh export: {evidence['identical_to_fresh_export']}; "
-            f"goal met: {evidence['meets_goal']}")
+            f"x{warm['speedup_vs_convert_and_save']:.1f} / x{warm['speedup_vs_probe']:.1f}; identical to a fresh "
+            f"export: {evidence['identical_to_fresh_export']}; goal met: {evidence['meets_goal']}")

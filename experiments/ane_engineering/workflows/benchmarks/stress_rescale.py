@@ -25,10 +25,12 @@ REASONS_KEPT = 3
 def _validation_row(report: dict, length: int) -> dict:
     summary = report["summary"][str(length)]
     return {
-        "passed": report["passed"], "reasons": report["reasons"][:REASONS_KEPT], "reasons_total": len(report["reasons"]),
+        "passed": report["passed"], "reasons": report["reasons"][:REASONS_KEPT],
+        "reasons_total": len(report["reasons"]),
         "evaluated": summary["evaluated"], "passed_questions": summary["passed_questions"],
         "headroom": summary.get("headroom"), "ane_cliffs": summary.get("ane_cliffs"),
-        "max_calibrated_error": summary["max_calibrated_error"], "max_option_logit_error": summary["max_option_logit_error"],
+        "max_calibrated_error": summary["max_calibrated_error"],
+        "max_option_logit_error": summary["max_option_logit_error"],
         "max_action_probability_error": summary["max_action_probability_error"],
         "max_action_logit_error": summary["max_action_logit_error"],
     }
@@ -88,7 +90,8 @@ def stress_rescale_evidence(base: str, magnitude: float, lengths: list[int], lay
             for scale in (None, "auto"):
                 name = f"body-L{length}-{layout}-{scale or 'none'}"
                 progress(f"probe {name} ...")
-                row = {"length": length, "layout": layout, **_package(source, length, layout, tile, scale, scratch / name)}
+                row = {"length": length, "layout": layout,
+                       **_package(source, length, layout, tile, scale, scratch / name)}
                 row["validation"] = {}
                 for backend in backends:
                     progress(f"  validate --backend {backend} ...")

@@ -152,7 +152,8 @@ def assemble(paths: list[Path]) -> dict:
 
 
 def summary(evidence: dict) -> str:
-    lines = [(f"{evidence['coverage']['cases']} cases in {evidence['coverage']['test_files']} test files, each run once "
+    lines = [(f"{evidence['coverage']['cases']} cases in {evidence['coverage']['test_files']} test "
+              "files, each run once "
              f"over {evidence['stride']} offsets (macOS {evidence['macos_version_reported']} reported)")]
     for k, room in evidence["offsets"].items():
         t = room["total"]

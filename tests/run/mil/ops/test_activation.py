@@ -1,4 +1,4 @@
-"""Activations and unary math added to the mil executor, against float64 numpy references, at both precision modes.
+"""Activations (ops/activation.py) in the mil executor, against float64 numpy references, at both precision modes.
 
 Tolerance: fp32-accumulate rounds a float32 evaluation once, so every value is within one fp16 ulp of the exact
 result; fp16-strict also rounds each primitive of the formula, so each op's bound adds the absolute error those
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from executor_ops_support import MODES, U16, assert_fp16, ct, f16, mb, run
 
 RNG = np.random.default_rng(1515)
@@ -55,14 +56,6 @@ CASES = {
                           np.abs(a * x64) * U16),
     "threshold": (lambda x: mb.threshold(x=x, alpha=b16), np.maximum(x64, b), 0),
 }
-XU = f16(np.clip(X, -0.99, 0.99))  # inside the domain of asin/acos/atanh
-XS = f16(np.clip(X, -9, 9))  # cosh/sinh/exp2 stay finite in fp16
-u64, s64 = XU.astype(np.float64), XS.astype(np.float64)
-UNARY = {
-    "acos": (XU, np.arccos(u64)), "asin": (XU, np.arcsin(u64)), "atan": (X, np.arctan(x64)),
-    "atanh": (XU, np.arctanh(u64)), "cosh": (XS, np.cosh(s64)), "sinh": (XS, np.sinh(s64)),
-    "tan": (XS, np.tan(s64)), "exp2": (XS, np.exp2(s64)),
-}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -75,20 +68,6 @@ def test_activations_match_reference(mode):
         assert_fp16(out, ref, extra=extra if mode == "fp16-strict" else 0, what=f"{name} {mode}")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_unary_math_matches_numpy(mode):
-    names = list(UNARY)
-    outs = run(lambda xu, xs, x: tuple(getattr(mb, n)(x={"XU": xu, "XS": xs, "X": x}[_which(n)]) for n in names),
-               {"xu": XU, "xs": XS, "x": X}, mode)
-    for name, out in zip(names, outs):
-        assert_fp16(out, UNARY[name][1], what=f"{name} {mode}")
-
-
-def _which(name):
-    src = UNARY[name][0]
-    return "XU" if src is XU else ("XS" if src is XS else "X")
-
-
 def test_iOS17_fp32_alpha_with_fp16_x_and_iOS15_opset():
     # iOS17 lets alpha be fp32 while x is fp16: fp32-accumulate uses it as given
     alpha = np.float32(0.1)
@@ -98,16 +77,8 @@ def test_iOS17_fp32_alpha_with_fp16_x_and_iOS15_opset():
     assert_fp16(out, np.where(x64 > 0, x64, np.expm1(np.minimum(x64, 0))), what="elu iOS15")
 
 
-def test_exp2_of_int32_and_fp32_input():
-    xi = np.array([[-2, 0, 3, 10]], np.int32)
-    (out,) = run(lambda x: mb.exp2(x=x), {"x": xi})
-    assert out.dtype == np.int32 and out.tolist() == [[0, 1, 8, 1024]]
-    xf = np.array([[0.5, -1.25, 3.0]], np.float32)
-    (out,) = run(lambda x: mb.exp2(x=x), {"x": xf})
-    assert out.dtype == np.float32 and np.allclose(out, np.exp2(xf.astype(np.float64)), rtol=2e-7)
-
-
 def test_empty_and_scalar_shapes():
+    """relu6 and softplus here; atan (ops/elementwise_unary.py) rides along."""
     for shape in ((0, 3), (1,)):
         x = f16(np.ones(shape))
         outs = run(lambda v: (mb.relu6(x=v), mb.softplus(x=v), mb.atan(x=v)), {"x": x})

@@ -25,7 +25,8 @@ def test_degenerate_distributions_are_exact():
     assert np.array_equal(op_random_bernoulli(FP32, {"shape": SHAPE, "prob": 0.0}, None), np.zeros((2, 3, 4)))
     assert np.array_equal(op_random_normal(FP32, {"shape": SHAPE, "mean": 1.5, "stddev": 0.0}, None),
                           np.full((2, 3, 4), 1.5))
-    assert np.array_equal(op_random_uniform(FP32, {"shape": SHAPE, "low": 2.0, "high": 2.0}, None), np.full((2, 3, 4), 2))
+    assert np.array_equal(op_random_uniform(FP32, {"shape": SHAPE, "low": 2.0, "high": 2.0}, None),
+                          np.full((2, 3, 4), 2))
     one_class = op_random_categorical(FP32, {"x": np.zeros((3, 1), np.float32), "size": 5}, None)
     assert one_class.shape == (3, 5) and not one_class.any() and one_class.dtype == np.float32
 

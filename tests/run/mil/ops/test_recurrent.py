@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from executor_ops_support import MODES, U16, assert_fp16, ct, f16, mb, run
 
-S, B, I, H = 5, 2, 3, 4  # steps, batch, input size, hidden size
+S, B, I, H = 5, 2, 3, 4  # noqa: E741 - steps, batch, input size, hidden size: the letters of torch's RNN equations
 PREACT_BOUND = 4.0
 STRICT_EXTRA = S * (I + H + 8) * U16 * PREACT_BOUND
 
@@ -156,7 +157,10 @@ def test_gru_reset_before_matches_definition(mode, output_sequence):
     """Without reset_after (iOS15-iOS17): o_t = act(W_o x_t + W_ho (r_t * h_{t-1}) + b_o), one bias."""
     x, h0, w_ih, w_hh, bias = _data(5, True, (S, B, I), (B, H), (3 * H, I), (3 * H, H), (3 * H,))
     xs, h, wi, wh, b = (a.astype(np.float64) for a in (x, h0, w_ih, w_hh, bias))
-    sig = lambda v: 1 / (1 + np.exp(-v))
+
+    def sig(v):
+        return 1 / (1 + np.exp(-v))
+
     seq = []
     for t in range(S):
         gi = xs[t] @ wi.T + b

@@ -163,7 +163,8 @@ def op_one_hot(node, args, num):
     axis = as_int(args.get("axis", -1))
     axis = axis + indices.ndim + 1 if axis < 0 else axis
     dtype = node.output_dtypes[0]
-    hit = np.expand_dims(indices, axis) == np.arange(depth).reshape([-1 if d == axis else 1 for d in range(indices.ndim + 1)])
+    hit = np.expand_dims(indices, axis) == np.arange(depth).reshape([-1 if d == axis else 1
+                                                                     for d in range(indices.ndim + 1)])
     on = np.asarray(args.get("on_value", 1)).astype(dtype)
     off = np.asarray(args.get("off_value", 0)).astype(dtype)
     return np.where(hit, on, off)

@@ -27,7 +27,8 @@ def op_concat(node, args, num):
 @register("stack")
 def op_stack(node, args, num):
     values = [np.asarray(v) for v in args["values"]]
-    return np.stack(values, axis=as_int(args["axis"]) if as_int(args["axis"]) >= 0 else as_int(args["axis"]) + values[0].ndim + 1)
+    return np.stack(values, axis=(as_int(args["axis"]) if as_int(args["axis"]) >= 0
+                                  else as_int(args["axis"]) + values[0].ndim + 1))
 
 
 @register("split")

@@ -27,11 +27,13 @@ from .common import as_bool, as_int
 def _iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
     """IoU of one (cx, cy, w, h) box with each row of `others`."""
     def corners(b):
-        return b[..., 0] - b[..., 2] / 2, b[..., 1] - b[..., 3] / 2, b[..., 0] + b[..., 2] / 2, b[..., 1] + b[..., 3] / 2
+        return (b[..., 0] - b[..., 2] / 2, b[..., 1] - b[..., 3] / 2,
+                b[..., 0] + b[..., 2] / 2, b[..., 1] + b[..., 3] / 2)
 
     x1, y1, x2, y2 = corners(box)
     ox1, oy1, ox2, oy2 = corners(others)
-    inter = np.maximum(0, np.minimum(x2, ox2) - np.maximum(x1, ox1)) * np.maximum(0, np.minimum(y2, oy2) - np.maximum(y1, oy1))
+    inter = (np.maximum(0, np.minimum(x2, ox2) - np.maximum(x1, ox1))
+             * np.maximum(0, np.minimum(y2, oy2) - np.maximum(y1, oy1)))
     union = box[2] * box[3] + others[:, 2] * others[:, 3] - inter
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(union > 0, inter / union, 0.0)
