@@ -31,10 +31,10 @@ import json
 import sys
 from pathlib import Path
 
+from .checkpoint.source import source_argument
 from .core.arguments import ArgumentValueError, integer
 from .core.cli import run_main
 from .core.limits import MAX_DIMENSION
-from .checkpoint.source import source_argument
 from .model.window_tiles import DEFAULT_TILE
 from .package.kinds import BC1S_KINDS
 from .placement import predict

@@ -12,7 +12,8 @@ def test_one_island_in_the_middle_makes_two_regions_and_two_crossings():
     types = ["conv", "add", "softmax", "cast", "conv"]
     result = split(names, types, {"softmax_fp32", "cast"})
     assert (result["regions"], result["islands"], result["crossings"], result["off_ane_ops"]) == (2, 1, 2, 2)
-    assert result["split"] == [{"ops": 2, "first": "softmax_fp32", "last": "cast", "off_ane_types": ["cast", "softmax"]}]
+    assert result["split"] == [{"ops": 2, "first": "softmax_fp32", "last": "cast",
+                                "off_ane_types": ["cast", "softmax"]}]
     assert [c["into"] for c in result["crossing_ops"]] == ["off-ANE", "ANE"]
     assert result["crossing_ops"][0]["after"] == "b" and result["crossing_ops"][1]["before"] == "c"
 

@@ -79,9 +79,9 @@ def resolve_chips(names: list[str] | None, chips: dict | None = None) -> list[st
     return keys
 
 
-def program_of(cost: dict) -> dict:
-    """The fit's view of a program_cost() result: totals, L x L bytes, attention blocks and regions (a program
-    counted without its regions is taken as one ANE region, and says so)."""
+def program_of(cost: dict, heads: int | None = None) -> dict:
+    """The fit's view of a program_cost() result: totals, L x L bytes, attention blocks (per head) and the heads of a
+    layer, and regions (a program counted without its regions is taken as one ANE region, and says so)."""
     totals = cost["totals"]
     lxl = cost.get("lxl") or {}
     blocks = sum(group["blocks"] for group in (lxl.get("blocks_by_mask") or {}).values())
@@ -89,7 +89,7 @@ def program_of(cost: dict) -> dict:
                                       "crossings": 0, "split": [], "crossing_ops": []}
     return {**{f: totals[f] for f in chip_fit.FIELDS if f != "lxl_bytes"},
             "lxl_bytes": (lxl.get("tensor_ops") or {}).get("bytes", 0), "attention_blocks": blocks,
-            "regions": regions}
+            "attention_heads": heads, "regions": regions}
 
 
 def _scaled(value: float, band: dict) -> list[float]:
@@ -99,19 +99,21 @@ def _scaled(value: float, band: dict) -> list[float]:
 def _state(value: float, device_state: dict) -> dict | None:
     for observation in device_state["observations"]:
         if "burst_ratio" in observation:
-            return {"burst_ms": value * observation["burst_ratio"], "sustained_ms": value * observation["sustained_ratio"],
+            return {"burst_ms": value * observation["burst_ratio"],
+                    "sustained_ms": value * observation["sustained_ratio"],
                     "basis": f"{observation['id']}: burst {observation['burst_ms']} ms and sustained "
-                             f"{observation['sustained_ms']} ms against a warm median of {observation['warm_median_ms']} ms "
-                             f"({observation['model']}, chip {observation['chip']})"}
+                             f"{observation['sustained_ms']} ms against a warm median of "
+                             f"{observation['warm_median_ms']} ms ({observation['model']}, chip {observation['chip']})"}
     return None
 
 
 def predict_cost(cost: dict, chip_keys: list[str] | None = None, fit: dict | None = None,
-                 chips: dict | None = None) -> dict[str, dict]:
-    """{chip key: prediction} for one program_cost() result."""
+                 chips: dict | None = None, heads: int | None = None) -> dict[str, dict]:
+    """{chip key: prediction} for one program_cost() result; `heads` (attention heads per layer) groups the
+    attention blocks into layers for the SRAM rule (unknown: each head is taken as its own layer, and said so)."""
     fit = fit or load_fit()
     chips = chips or load_chips()
-    program = program_of(cost)
+    program = program_of(cost, heads)
     coefficients = fit["fit"]["coefficients"]
     out = {}
     for key in resolve_chips(chip_keys, chips):
@@ -127,12 +129,17 @@ def predict_cost(cost: dict, chip_keys: list[str] | None = None, fit: dict | Non
             assumed.append(f"peak_fp16_tflops {peak}: {figures['assumed_peak_basis']}")
         if not figures["sram_source"].startswith("measured"):
             assumed.append(f"sram_mb {figures['sram_mb']}: {figures['sram_source']}")
+        if not heads:
+            assumed.append("attention heads per layer unknown: each head is taken as its own layer for the SRAM rule "
+                           "(less spill predicted)")
         if key not in fit.get("chips", {}):
-            assumed.append("no public point on this chip: the prediction rests on its chip figures and the terms fitted "
-                           "on the other chips")
+            assumed.append("no public point on this chip: the prediction rests on its chip figures and the terms "
+                           "fitted on the other chips")
         out[key] = {
             "chip": key, "name": figures["name"], "predicted_body_ms": body, "predicted_request_ms": request,
             "terms_ms": {**{t: v for t, v in terms.items() if t != "host"}, "host": host},
+            "overlapped": {"p": coefficients[chip_fit.OVERLAP],
+                           "what": "compute and memory terms run side by side: (compute^p + memory^p)^(1/p)"},
             "band": {"body_ms": _scaled(body, fit["band"]), "request_ms": _scaled(request, fit["band"])},
             "device_state": {"body_ms": _state(body, fit["device_state"]),
                              "request_ms": _state(request, fit["device_state"])},
@@ -201,11 +208,11 @@ def report(cost: dict, program: dict, chip_keys: list[str] | None = None, fit: d
     document = public_latencies.load()
     model = matching_model(dims, document)
     length = program.get("length") or cost.get("length")
-    rows = predict_cost(cost, chip_keys, fit, chips)
+    rows = predict_cost(cost, chip_keys, fit, chips, (dims or {}).get("num_attention_heads"))
     for key, row in rows.items():
         row["nearest_points"] = nearest_points(fit, key, model, length) if length else []
         row["route"] = route(row, model, length, document) if length else None
-    regions = program_of(cost)["regions"]
+    regions = program_of(cost, None)["regions"]
     return {"format": FORMAT, "label": chip_fit.LABEL, "program": {**program, **counts(cost)},
             "regions": regions, "matching_public_model": model, "chips": rows,
             "band": fit["band"], "device_state": fit["device_state"],

@@ -29,7 +29,8 @@ from ..core.json_documents import read_json
 from ..model.window_tiles import DEFAULT_TILE
 from ..placement.cost_model import program_cost
 from ..placement.regions import program_regions
-from .attention_choice import CHOICES as PROBE_CHOICES, choose_layout, requested_layout
+from .attention_choice import CHOICES as PROBE_CHOICES
+from .attention_choice import choose_layout, requested_layout
 
 ATTENTION_CHOICES = ("dense", "windowed", "reference-run", "auto")
 PUBLIC_LATENCIES = Path(__file__).resolve().parent.parent / "placement" / "public_latencies.json"

@@ -9,7 +9,6 @@ latency_counts.json, written by benchmarks/latency_counts.py); converts nothing.
 from __future__ import annotations
 
 import hashlib
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +38,11 @@ def point_rows(document: dict, counts: dict, chips: dict) -> list[dict]:
             continue
         key = chip_fit.program_key(point["counted_as"])
         if key not in counts["programs"]:
-            raise chip_fit.ChipFitError(f"no counts for {key} (point {point['id']}); rerun benchmarks/latency_counts.py")
+            raise chip_fit.ChipFitError(f"no counts for {key} (point {point['id']}); rerun "
+                                        "benchmarks/latency_counts.py")
         program = chip_fit.program_at(counts["programs"][key], point["length"])
+        program["attention_heads"] = public_latencies.model_dims(point["counted_as"]["model"], document)[
+            "num_attention_heads"]
         stated = point["graph"].get("regions")
         crossings = (stated_regions(stated)["crossings"] if stated is not None
                      else program["regions"]["crossings"])
@@ -138,6 +140,7 @@ def routing(fitted: dict, counts: dict, document: dict, chips: dict) -> list[dic
         predicted = {}
         for length in ROUTING_GRID:
             program = chip_fit.program_at(counts["programs"][key], length)
+            program["attention_heads"] = public_latencies.model_dims(curve["model"], document)["num_attention_heads"]
             predicted[length] = chip_fit.predict(fitted["coefficients"],
                                                  chip_fit.features(program, chips[curve["chip"]], "request"))
         measured = {p["length"]: p["measured_ms"] for p in document["points"]
@@ -149,6 +152,25 @@ def routing(fitted: dict, counts: dict, document: dict, chips: dict) -> list[dic
         out.append({"chip": curve["chip"], "model": curve["model"], "gpu_curve": curve["id"],
                     "framework": curve["framework"], "program": key, **result})
     return out
+
+
+GRANITE_PAIR = ("granite-m4-1region", "granite-m4-13region")
+
+
+def regions_check(per_point: list[dict], series: tuple[str, str] = GRANITE_PAIR) -> dict:
+    """The one public pair that times the same graph as one and as several ANE regions (the granite card): the
+    measured ratio against the predicted one, in-sample and with the source held out (the crossing term then comes
+    from the sourced prior, as no other source has a split graph)."""
+    one = next((p for p in per_point if p["series"] == series[0]), None)
+    split_ = next((p for p in per_point if p["series"] == series[1]), None)
+    if one is None or split_ is None:
+        return {"checked": False, "why": f"no points of {series}"}
+    return {"checked": True, "one_region": one["id"], "split": split_["id"], "crossings": split_["crossings"],
+            "measured_ratio": split_["measured_ms"] / one["measured_ms"],
+            "in_sample_ratio": split_["in_sample_ms"] / one["in_sample_ms"],
+            "source_held_out_ratio": split_["leave_one_source_out_ms"] / one["leave_one_source_out_ms"],
+            "measured_extra_ms": split_["measured_ms"] - one["measured_ms"],
+            "source_held_out_extra_ms": split_["leave_one_source_out_ms"] - one["leave_one_source_out_ms"]}
 
 
 def fit_evidence(counts_path: Path | str = COUNTS_PATH) -> dict:
@@ -176,7 +198,7 @@ def fit_evidence(counts_path: Path | str = COUNTS_PATH) -> dict:
                             "leave_one_source_out_error": loso_by_id[row["id"]]["relative_error"],
                             "terms_ms": chip_fit.terms_ms(fitted["coefficients"], row["features"]),
                             "spill_share": row["features"]["_spill_share"],
-                            "attention_block_mb": row["features"]["_block_mb"]})
+                            "attention_layer_mb": row["features"]["_layer_mb"]})
     not_counted = [{"id": p["id"], "chip": p["chip"], "graph_kind": p["graph"]["kind"], "length": p["length"],
                     "measured_ms": p["measured_ms"], "why": p["why_not_counted"]}
                    for p in document["points"] if p["counted_as"] is None]
@@ -187,12 +209,13 @@ def fit_evidence(counts_path: Path | str = COUNTS_PATH) -> dict:
         "model": {"body_ms": [f"{t}: {chip_fit.TERM_UNITS[t]}" for t in chip_fit.TERMS if t != "host"],
                   "request_ms": "body_ms + host (request-scope points only)",
                   "fit": "bounded least squares (>= 0) on relative residuals, scipy.optimize.lsq_linear",
-                  "about": chip_fit.__doc__.split("\n\n")[1]},
+                  "about": chip_fit.SUMMARY},
         "fit": {**fitted, "coefficients_described": chip_fit.describe(fitted["coefficients"],
                                                                        fitted["standard_errors"])},
         "points": per_point, "not_counted": not_counted,
         "leave_one_chip_out": {"records": loco, "summary": summaries(loco, rows_by_id, "chip")},
         "leave_one_source_out": {"records": loso, "summary": summaries(loso, rows_by_id, "source")},
+        "regions_check": regions_check(per_point),
         "band": band(loco, rows_by_id), "device_state": device_state(document),
         "aneforge_form": aneforge_form(rows), "routing": routing(fitted, counts, document, chips),
         "chips": {key: chip_fit.chip_figures(key, chips) for key in sorted({r["chip"] for r in rows})},
@@ -205,6 +228,3 @@ def fit_evidence(counts_path: Path | str = COUNTS_PATH) -> dict:
         "machine": machine(), "tools": tool_versions(), "harness": harness_fingerprint(),
     }
 
-
-def median(values):
-    return statistics.median(values)
