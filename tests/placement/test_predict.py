@@ -153,7 +153,8 @@ def test_predict_counts_any_length_and_a_package_on_disk(tiny_packages, capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["program"]["length"] == 40 and document["program"]["attention"]["layout"] == "dense"
     assert set(document["chips"]) == set(load_chips()) and document["not_modelled"]
-    assert all(row["predicted_request_ms"] > row["predicted_body_ms"] > 0 for row in document["chips"].values())
+    # the fitted host term may be 0 (at its bound): a request is never predicted faster than its body
+    assert all(row["predicted_request_ms"] >= row["predicted_body_ms"] > 0 for row in document["chips"].values())
     assert document["regions"]["regions"] == 1 and document["matching_public_model"] is None
     directory, _ = tiny_packages.get("body", 96)
     assert run_main(command.main, ["--package", str(directory), "--chip", "m4-max", "--json"]) == 0
@@ -222,7 +223,7 @@ def test_agent_exposes_the_predicted_crossover_of_its_packages(tiny_packages, ti
     assert set(rows) == {96, 192} and all(r["ane_faster"] for r in rows.values())
     ane = rows[192]["ane_request_ms"]
     # an MLX curve reaching the predicted ANE time at L192: the crossover is that bucket, L96 stays on the ANE
-    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3), (192, ane)])
+    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 2 * ane), (192, ane)])  # exactly ane at L192
     assert result["crossover_length"] == 192 and result["ane_faster_up_to"] == 96
 
 

@@ -99,7 +99,8 @@ def section_routing(ev: Evidence) -> list[str]:
     lines = ["### Routing: the predicted ANE request against public GPU (MLX) curves, per chip", "",
              ("Per chip with a public GPU timing of a counted model: the predicted request of this harness's "
               "reference-run-layout export (the graph kind the public ports run) against the GPU curve, with the "
-              "public ANE timing where one exists. A route a runtime can act on; a prediction, not a measurement."), ""]
+              "public ANE timing where one exists. A route a runtime can act on; a prediction, not a measurement."
+              + (f" Rule: {ev.fig('routing', 0, 'rule')}." if ev.value("routing") else "")), ""]
     for i, entry in enumerate(ev.value("routing")):
         at = ("routing", i)
         lines.append(f"**{ev.fig(*at, 'chip')}, {ev.fig(*at, 'model')}** against {ev.fig(*at, 'gpu_curve')} "
