@@ -149,16 +149,18 @@ def predict_cost(cost: dict, chip_keys: list[str] | None = None, fit: dict | Non
     return out
 
 
-def _distance(point: dict, chip: str, model: str | None, length: int) -> tuple:
+def _distance(point: dict, chip: str, model: str | None, length: int, crossings: int) -> tuple:
     return (point["chip"] != chip, point["program"].split("|")[0] != model if model else True,
-            abs(math.log2(point["length"] / length)), point["id"])
+            abs(math.log2(point["length"] / length)), point["crossings"] != crossings, point["id"])
 
 
-def nearest_points(fit: dict, chip: str, model: str | None, length: int, count: int = NEAREST) -> list[dict]:
-    """The public points nearest a prediction (same chip first, then the same model, then the nearest length), each
-    with whether the fit used it and how well the fit that never saw its chip predicted it."""
-    ranked = sorted(fit["points"], key=lambda p: _distance(p, chip, model, length))[:count]
-    return [{"id": p["id"], "chip": p["chip"], "length": p["length"], "scope": p["scope"],
+def nearest_points(fit: dict, chip: str, model: str | None, length: int, count: int = NEAREST,
+                   crossings: int = 0) -> list[dict]:
+    """The public points nearest a prediction (same chip first, then the same model, the nearest length, the same
+    number of crossings), each with whether the fit used it and how well the fit that never saw its chip predicted
+    it."""
+    ranked = sorted(fit["points"], key=lambda p: _distance(p, chip, model, length, crossings))[:count]
+    return [{"id": p["id"], "chip": p["chip"], "length": p["length"], "scope": p["scope"], "crossings": p["crossings"],
              "graph_kind": p["graph_kind"], "measured_ms": p["measured_ms"],
              "status": "fitted" if p["fitted"] else "checked only (not fitted)",
              "in_sample_error": p["in_sample_error"],
@@ -209,10 +211,11 @@ def report(cost: dict, program: dict, chip_keys: list[str] | None = None, fit: d
     model = matching_model(dims, document)
     length = program.get("length") or cost.get("length")
     rows = predict_cost(cost, chip_keys, fit, chips, (dims or {}).get("num_attention_heads"))
-    for key, row in rows.items():
-        row["nearest_points"] = nearest_points(fit, key, model, length) if length else []
-        row["route"] = route(row, model, length, document) if length else None
     regions = program_of(cost, None)["regions"]
+    for key, row in rows.items():
+        row["nearest_points"] = (nearest_points(fit, key, model, length, crossings=regions["crossings"])
+                                 if length else [])
+        row["route"] = route(row, model, length, document) if length else None
     return {"format": FORMAT, "label": chip_fit.LABEL, "program": {**program, **counts(cost)},
             "regions": regions, "matching_public_model": model, "chips": rows,
             "band": fit["band"], "device_state": fit["device_state"],
