@@ -3,8 +3,6 @@ between its blocks."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from experiments.ane_engineering.evidence.benchmarking.windows import long_window
@@ -17,17 +15,21 @@ def test_the_long_window_is_not_run_off_the_device():
     assert long_window(lambda: None, "coreml-cpu", calls=10)["ran"] is False  # not the Neural Engine
 
 
-def test_a_step_after_some_calls_shows_between_blocks():
-    state = {"n": 0}
+def test_a_step_after_some_calls_shows_between_blocks(monkeypatch):
+    from experiments.ane_engineering.evidence.benchmarking import timing
+
+    clock = {"now": 0.0, "n": 0}
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["now"])  # a clock the device advances
 
     def call():  # a device that slows down for good after 30 calls (the public transition came after ~830)
-        state["n"] += 1
-        time.sleep(0.0005 if state["n"] <= 30 else 0.003)
+        clock["n"] += 1
+        clock["now"] += 0.0005 if clock["n"] <= 30 else 0.003
 
     result = long_window(call, "coreml", calls=60, block=20)
     assert result["ran"] and [b["first_call"] for b in result["blocks"]] == [0, 20, 40]
     assert result["timing"]["n"] == 60
-    assert result["last_over_first_block_p50"] > 2
+    assert result["blocks"][0]["p50_ms"] == pytest.approx(0.5) and result["blocks"][2]["p50_ms"] == pytest.approx(3.0)
+    assert result["last_over_first_block_p50"] == pytest.approx(6.0)
 
 
 @pytest.mark.slow
