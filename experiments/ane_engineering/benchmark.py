@@ -2,9 +2,11 @@
 
 Load and compile are timed apart from warm calls. The body alone (synthetic embeddings; component timing) and the
 full predict path through the ANEAgent (tokenization to formatted output) are timed separately, each with p50,
-p95, min, max and every raw timing. `--long` uses a real ~1,024-token fixture input. `--vs DIR2` runs two
-candidates interleaved call by call in one process and reports the per-pair ratio distribution; the two may be the
-dense and the windowed attention layout of one bucket (`probe --attention`), each called with the inputs its own
+p95, min, max and every raw timing; on macOS (Core ML, the Neural Engine) a long window of consecutive body calls
+(`--long-window`, default 1000) follows the short one, reported by blocks of 100, to show a burst -> sustained
+transition (a public source saw one after ~830 calls). `--long` uses a real ~1,024-token fixture input. `--vs DIR2`
+runs two candidates interleaved call by call in one process and reports the per-pair ratio distribution; the two may
+be the dense and the windowed attention layout of one bucket (`probe --attention`), each called with the inputs its own
 package declares. On macOS `--backend auto` pairs them on the Neural Engine (Core ML, CPU_AND_NE); that pairing is
 written against coremltools' documented MLModel API and has not been run by this project (no Mac here). The evidence
 file records backend, machine, OS, tool versions, package and source hashes, the harness fingerprint, and the cost
@@ -47,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "evidence file"),
                         help=f"timed calls (default, as the reference run: {body['calls']} "
                              f"component, {full['calls']} full path)")
+    parser.add_argument("--long-window", type=integer("--long-window", 0, MAX_CALLS, "every raw timing is written "
+                                                      "into the evidence file"),
+                        help="consecutive body calls timed after the short window on a device backend (Core ML on "
+                             "macOS), to see a burst -> sustained transition (default 1000; 0 skips)")
     parser.add_argument("--vs", type=Path,
                         help="second package of the same bucket (e.g. the other attention layout), timed "
                              "interleaved call by call")
@@ -81,7 +87,10 @@ def main(argv=None) -> int:
             raise UsageError("--long and --vs are for body packages")
         result = benchmark_embedding(checkpoint, args.package, args.backend, overrides, overrides)
     else:
-        result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs)
+        from .evidence.benchmarking.windows import LONG_WINDOW_CALLS
+
+        calls = LONG_WINDOW_CALLS if args.long_window is None else args.long_window
+        result = benchmark(checkpoint, args.package, args.backend, args.long, overrides, overrides, args.vs, calls)
     result["backend"] = backend_record(result["backend"])
     result["cost_model"] = cost_floor(args.package, args.output.parent)
     with atomic_file(args.output) as temporary:
@@ -89,6 +98,10 @@ def main(argv=None) -> int:
     comp, full = result["component"]["timing"], result["full_path"]["timing"]
     print(f"body p50 {comp['p50_ms']:.3f} ms (p95 {comp['p95_ms']:.3f}); full path p50 {full['p50_ms']:.3f} ms "
           f"(p95 {full['p95_ms']:.3f}) on {result['backend']['backend']}; wrote {args.output}")
+    window = (result.get("windows") or {}).get("long") or {}
+    if window.get("ran"):
+        print(f"long window: {window['calls']} calls, p50 {window['timing']['p50_ms']:.3f} ms; last/first block p50 "
+              f"{window['last_over_first_block_p50']:.3f}")
     if "vs" in result:
         print(f"--vs ratio (second/first) p50: body {result['vs']['component']['ratio']['p50']:.3f}, "
               f"full path {result['vs']['full_path']['ratio']['p50']:.3f}")

@@ -8,17 +8,20 @@ or the program an export would produce (converted here exactly as `probe` conver
 
     python -m experiments.ane_engineering.predict --source builtin:mmbert-base-shape --kind body --length 512 \\
         [--attention dense|windowed|reference-run|auto] --chip m3-max [--json]
-    python -m experiments.ane_engineering.predict --config modernbert-large-shape --kind encoder --length 256
+    python -m experiments.ane_engineering.predict --chip m4 --config path/to/config.json --length 256 --json
 
---config takes a Hugging Face config.json (or a named config of placement/public_latencies.json) and counts the
-program a checkpoint of that config would export, with weights drawn at random (a program's cost does not depend on
-weight values). Any bucket length and any encoder the harness exports (ModernBERT, mmBERT, BERT family).
+--config takes a Hugging Face config.json (BERT or ModernBERT family, or a named config of
+placement/public_latencies.json) and counts the program a checkpoint of that config would export, with weights drawn
+at random (a program's cost does not depend on weight values): the body when the config has a decision head, else
+the encoder.
 
-Per chip (placement/chips.json; all chips when no --chip): predicted_body_ms (the device call), predicted_request_ms
-(plus the inputs and outputs crossing the CPU <-> Neural Engine boundary once; no host CPU work), the terms (floor,
-per-op, traffic, boundary) and the band implied by the leave-one-out residuals of the calibration. The model is the
-roofline floor plus two terms fitted to the reference run (M3 Max): a prediction, not a measurement; `--json` also
-lists what it does not see. An unknown chip is refused with the list of known ones (exit 2).
+Per chip (placement/chips.json; all chips when no --chip): predicted_body_ms (the device call) and
+predicted_request_ms (plus the fitted host term of a request), each term, the band (leave-one-chip-out errors of the
+cross-chip fit on public timings) and the device-state band (burst / sustained), the ANE regions the static placement
+splits the program into (each crossing charged, the split named), the nearest public points with their fitted /
+held-out status, and, where a public GPU (MLX) curve of this model exists on the chip, the route: ANE or GPU at this
+length. The model is fitted across chips (benchmarks/evidence/latency_fit.json): a prediction, not a measurement;
+`--json` also lists what it does not see. An unknown chip is refused with the list of known ones (exit 2).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a checkpoint (local directory, builtin:..., a named source) to count the export of")
     what.add_argument("--config", help="a config.json path or a named config (e.g. modernbert-large-shape): the "
                                        "export of a checkpoint of that config, weights drawn at random")
-    parser.add_argument("--kind", choices=BC1S_KINDS, help="kind to export (with --source / --config; default body)")
+    parser.add_argument("--kind", choices=BC1S_KINDS, help="kind to export (with --source / --config; default body, or "
+                                                            "encoder for a config without a decision head)")
     parser.add_argument("--length", type=integer("--length", 1, MAX_DIMENSION, "a device tensor axis"),
                         help="bucket length to export (with --source / --config; default 96)")
     parser.add_argument("--attention", choices=ATTENTION_CHOICES,
@@ -73,20 +77,27 @@ def main(argv=None) -> int:
         if args.tile is not None and args.attention not in ("windowed", "auto", None):
             raise ArgumentValueError(f"--tile sets the windowed layout's query tile; not used with --attention "
                                      f"{args.attention}")
-        cost, program = source_cost(args.source, args.config, args.kind or "body", args.length or 96,
+        cost, program = source_cost(args.source, args.config, args.kind, args.length or 96,
                                     args.attention or "auto", DEFAULT_TILE if args.tile is None else args.tile)
-    document = predict.report(cost, program, chips)
+    document = predict.report(cost, program, chips, dims=program.get("model_dims"))
     if args.json:
         print(json.dumps(document, indent=1))
         return 0
     p = document["program"]
     print(f"{p.get('source') or p.get('package')}: {p.get('kind')} L{p.get('length')}, {p['non_constant_ops']} ops, "
           f"{p['gflop']:.2f} GFLOP, {p['unfused_mb']:.1f} MB unfused ({document['label']})")
+    regions = document["regions"]
+    if regions["regions"] != 1 or regions["islands"]:
+        where = "; ".join(f"{part['ops']} op(s) {', '.join(part['off_ane_types'])} from {part['first']}"
+                          for part in regions["split"]) or "as stated"
+        print(f"  split into {regions['regions']} ANE regions, {regions['crossings']} crossings charged: {where}")
     for key, row in document["chips"].items():
-        low, high = row["band"]["request_ms"]
-        note = " (peak assumed)" if row["chip_figures"]["peak_is_assumed"] else ""
-        print(f"  {key:8s} body {row['predicted_body_ms']:8.3f} ms  request {row['predicted_request_ms']:8.3f} ms "
-              f"[{low:.3f}, {high:.3f}]{note}")
+        low, high = row["band"]["body_ms"]
+        note = " (figures assumed)" if row["assumed"] else ""
+        routed = row["route"]
+        route = f"  -> {routed['route']} (GPU {routed['gpu_ms']:.2f} ms)" if routed else ""
+        print(f"  {key:8s} body {row['predicted_body_ms']:8.3f} ms [{low:.3f}, {high:.3f}]  request "
+              f"{row['predicted_request_ms']:8.3f} ms{route}{note}")
     return 0
 
 

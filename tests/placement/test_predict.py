@@ -1,5 +1,5 @@
-"""predict: per-chip predictions with a leave-one-out band, the chip table, the reference-run layout, the separation
-of calibration and check points, and the crossover against an MLX curve."""
+"""predict: per-chip predictions of the cross-chip fit with its bands, regions charged, the nearest public points and
+their status, the GPU route, the chip table, the reference-run layout, and the crossover rule."""
 
 from __future__ import annotations
 
@@ -10,34 +10,77 @@ import pytest
 import torch
 
 from experiments.ane_engineering import predict as command
-from experiments.ane_engineering.core import reference_run
 from experiments.ane_engineering.core.cli import run_main
-from experiments.ane_engineering.placement import calibration, crossover, predict, public_latencies
+from experiments.ane_engineering.placement import crossover, predict, public_latencies
 from experiments.ane_engineering.placement.chips import chip_key, load_chips
 
 
 @pytest.fixture(scope="module")
 def fit():
-    return calibration.load_calibration()
+    return predict.load_fit()
 
 
-def test_every_chip_of_the_table_gets_a_prediction_with_its_terms_and_band(fit):
-    cost = {"totals": fit["points"][2]["totals"]}  # the L1024 reference body's recorded counts
-    rows = predict.predict_cost(cost, None, fit)
+def reference_cost(fit, length: int) -> dict:
+    """The counts of the reference-run-layout mmBERT body at `length` (the committed latency counts), as a cost."""
+    from experiments.ane_engineering.placement import chip_fit
+    from experiments.ane_engineering.workflows.benchmarks.latency_fit import load_counts
+
+    program = chip_fit.program_at(load_counts()["programs"]["mmbert-base-shape|body|reference-run"], length)
+    totals = {f: program[f] for f in chip_fit.FIELDS if f != "lxl_bytes"}
+    return {"length": length, "totals": {**totals, "io_bytes": {"inputs": 0, "outputs": 0}},
+            "lxl": {"tensor_ops": {"bytes": program["lxl_bytes"]},
+                    "blocks_by_mask": {"all": {"blocks": program["attention_blocks"]}}},
+            "regions": program["regions"]}
+
+
+def test_every_chip_of_the_table_gets_a_prediction_with_its_terms_bands_and_assumptions(fit):
+    rows = predict.predict_cost(reference_cost(fit, 96), None, fit, heads=12)
     assert list(rows) == list(load_chips())
     for key, row in rows.items():
-        terms = row["terms"]
-        assert row["predicted_body_ms"] == pytest.approx(terms["floor_ms"] + terms["per_op_ms"] + terms["traffic_ms"])
-        assert row["predicted_request_ms"] == pytest.approx(row["predicted_body_ms"] + terms["boundary_ms"])
-        low, high = row["band"]["request_ms"]
-        assert low <= row["predicted_request_ms"] <= high and low < high
+        assert row["predicted_body_ms"] == pytest.approx(sum(v for t, v in row["terms_ms"].items() if t != "host"))
+        assert row["predicted_request_ms"] == pytest.approx(row["predicted_body_ms"] + row["terms_ms"]["host"])
+        low, high = row["band"]["body_ms"]
+        assert low <= row["predicted_body_ms"] <= high and low < high
+        state = row["device_state"]["body_ms"]
+        assert state["burst_ms"] < row["predicted_body_ms"] < state["sustained_ms"]
         assert row["chip_figures"]["peak_is_assumed"] == (load_chips()[key]["peak_fp16_tflops"] is None)
-    # M5's FP16 peak is not public: its prediction says which figure is assumed
+        assert any("no public point" in a for a in row["assumed"]) == (key not in fit["chips"])
     assert rows["m5"]["chip_figures"]["peak_is_assumed"] and "peak_fp16_tflops" in rows["m5"]["assumed"][0]
+    assert not any("sram" in a for a in rows["m4"]["assumed"]) and any("sram" in a for a in rows["m1"]["assumed"])
     # a faster memory system predicts a faster call: the M3 Max (120 GB/s) beats the M3 (63 GB/s) at equal peak
     assert rows["m3-max"]["predicted_body_ms"] < rows["m3"]["predicted_body_ms"]
-    # the calibration chip reproduces the fit's own in-sample prediction of that point
-    assert rows["m3-max"]["predicted_request_ms"] == pytest.approx(fit["points"][2]["predicted_ms"])
+
+
+def test_each_crossing_of_a_split_program_is_charged(fit):
+    whole = reference_cost(fit, 128)
+    split = {**whole, "regions": {**whole["regions"], "regions": 13, "islands": 12, "crossings": 24}}
+    a = predict.predict_cost(whole, ["m4"], fit, heads=12)["m4"]
+    b = predict.predict_cost(split, ["m4"], fit, heads=12)["m4"]
+    per_crossing = fit["fit"]["coefficients"]["crossing"]
+    assert per_crossing > 0
+    assert b["predicted_body_ms"] - a["predicted_body_ms"] == pytest.approx(24 * per_crossing)
+    assert predict.program_of({"totals": whole["totals"]})["regions"]["label"].startswith("not counted")
+
+
+def test_nearest_points_carry_their_fitted_and_held_out_status(fit):
+    nearest = predict.nearest_points(fit, "m4-max", "mmbert-base-shape", 100)
+    assert len(nearest) == predict.NEAREST and all(p["chip"] == "m4-max" for p in nearest)
+    assert {p["length"] for p in nearest} <= {96, 128} and all(p["status"] == "fitted" for p in nearest)
+    assert all("never saw m4-max" in p["held_out"] and isinstance(p["held_out_error"], float) for p in nearest)
+
+
+def test_route_follows_the_public_gpu_curve_of_the_same_model(fit):
+    document = public_latencies.load()
+    dims = public_latencies.model_dims("mmbert-base-shape", document)
+    assert predict.matching_model(dims, document) == "mmbert-base-shape"
+    assert predict.matching_model({**dims, "hidden_size": 7}, document) is None
+    short = predict.predict_cost(reference_cost(fit, 96), ["m4-max"], fit, heads=12)["m4-max"]
+    long = predict.predict_cost(reference_cost(fit, 1024), ["m4-max"], fit, heads=12)["m4-max"]
+    # the public M4 Max timings route L96 to the ANE (3.85 against 6.36 ms) and L1024 to MLX (82.74 against 29.11)
+    assert predict.route(short, "mmbert-base-shape", 96, document)["route"] == "ane"
+    assert predict.route(long, "mmbert-base-shape", 1024, document)["route"] == "gpu"
+    assert predict.route(short, "mmbert-base-shape", 96, document)["gpu_ms"] == pytest.approx(6.36)
+    assert predict.route(short, None, 96, document) is None
 
 
 def test_unknown_chip_is_refused_naming_the_known_ones(capsys):
@@ -49,53 +92,15 @@ def test_unknown_chip_is_refused_naming_the_known_ones(capsys):
     assert len(err) == 1 and err[0].startswith("error: unknown chip 'm9'") and "m5-max" in err[0]
 
 
-def test_leave_one_out_predicts_each_identifiable_point_from_the_others(fit):
-    loo = {row["id"]: row for row in predict.leave_one_out(fit)}
-    # without L1024 the two L96 points share one program: per-op and per-byte terms cannot be told apart
-    assert loo["L1024-request"]["identifiable"] is False and "cannot be told apart" in loo["L1024-request"]["why"]
-    for name in ("L96-body", "L96-full-path"):
-        row = loo[name]
-        assert row["identifiable"] and name not in row["fitted_on"] and len(row["fitted_on"]) == 2
-        # two parameters from two points: the held-in points are reproduced exactly by their own fit
-        for other in fit["points"]:
-            if other["id"] in row["fitted_on"]:
-                assert calibration.predict(other, fit["chip"], row["parameters"]) == pytest.approx(other["measured_ms"])
-    band = predict.band_from(list(loo.values()))
-    ratios = [loo[n]["ratio_measured_to_predicted"] for n in ("L96-body", "L96-full-path")]
-    assert band["low_ratio"] == min(ratios) < 1 < band["high_ratio"] == max(ratios) and band["points"] == 2
-    with pytest.raises(predict.PredictionError, match="no band"):
-        predict.band_from([loo["L1024-request"]])
-
-
-def test_no_calibration_point_shares_an_id_or_a_source_figure_with_a_check_point(fit):
-    document = public_latencies.load()
-    checks = document["ane_checks"]
-    reference = reference_run.load()
-    calibration_ids = {p["id"] for p in fit["points"]} | {m["id"] for m in reference["timings"]["measurements"]}
-    check_ids = {p["id"] for p in checks}
-    assert calibration_ids and check_ids and not calibration_ids & check_ids
-    # the calibration's figures come from the reference run alone; no check point is read from that file
-    assert {p["id"] for p in fit["points"]} == {m["id"] for m in reference["timings"]["measurements"]}
-    calibration_figures = {("core/reference_run.json", f"timings.measurements.{m['id']}.p50_ms")
-                           for m in reference["timings"]["measurements"]}
-    check_figures = {(p["source"]["path"], p["source"]["figure"]) for p in checks}
-    assert not calibration_figures & check_figures
-    assert all("reference_run" not in p["source"]["path"] and p["source"]["repo"] for p in checks)
-    # and no check value is a calibration measurement under another name
-    assert not {p["measured_ms"] for p in checks} & {m["p50_ms"] for m in reference["timings"]["measurements"]}
-
-
-def test_public_latencies_file_is_refused_when_a_check_names_no_config(tmp_path):
-    document = json.loads(public_latencies.PATH.read_text())
-    document["ane_checks"][0]["config"] = "nothing"
-    path = tmp_path / "p.json"
+def test_a_missing_or_malformed_fit_is_refused(tmp_path):
+    with pytest.raises(predict.PredictionError, match="no latency-fit evidence"):
+        predict.load_fit(tmp_path / "absent.json")
+    document = json.loads(predict.FIT_PATH.read_text())
+    document["fit"]["coefficients"]["weights"] = -1.0
+    path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
-    with pytest.raises(public_latencies.PublicLatencyError, match="unknown config"):
-        public_latencies.load(path)
-    assert public_latencies.mlx_curve("mmbert-base-shape", "m3-max") == [
-        (1024, reference_run.load()["timings"]["mlx"]["p50_ms"])]  # read from its one home
-    with pytest.raises(public_latencies.PublicLatencyError, match="known: "):
-        public_latencies.mlx_curve("mmbert-base-shape", "m1")
+    with pytest.raises(predict.PredictionError):
+        predict.load_fit(path)
 
 
 def test_mlx_curve_and_crossover_rule():
@@ -148,13 +153,40 @@ def test_predict_counts_any_length_and_a_package_on_disk(tiny_packages, capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["program"]["length"] == 40 and document["program"]["attention"]["layout"] == "dense"
     assert set(document["chips"]) == set(load_chips()) and document["not_modelled"]
-    assert all(row["predicted_request_ms"] > row["predicted_body_ms"] > 0 for row in document["chips"].values())
+    # the fitted host term may be 0 (at its bound): a request is never predicted faster than its body
+    assert all(row["predicted_request_ms"] >= row["predicted_body_ms"] > 0 for row in document["chips"].values())
+    assert document["regions"]["regions"] == 1 and document["matching_public_model"] is None
     directory, _ = tiny_packages.get("body", 96)
     assert run_main(command.main, ["--package", str(directory), "--chip", "m4-max", "--json"]) == 0
     on_disk = json.loads(capsys.readouterr().out)
     assert list(on_disk["chips"]) == ["m4-max"] and on_disk["program"]["length"] == 96
+    assert on_disk["regions"]["label"].startswith("prediction")
     assert run_main(command.main, ["--package", str(directory), "--length", "96"]) == 2
     assert "describe an export" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
+def test_predict_a_config_file_on_a_chip(tmp_path, capsys, family):
+    """The issue's command line: any chip of the table, a BERT- or ModernBERT-family config.json, any length."""
+    import transformers
+
+    from checkpoint_support import small_config
+
+    raw = (transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                   intermediate_size=48, max_position_embeddings=64).to_dict()
+           if family == "bert" else {k: v for k, v in small_config().items() if k != "decision_head"})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert run_main(command.main, ["--chip", "m4", "--config", str(path), "--length", "40", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    row = document["chips"]["m4"]
+    assert list(document["chips"]) == ["m4"] and document["program"]["kind"] == "encoder"
+    low, high = row["band"]["body_ms"]
+    assert low < row["predicted_body_ms"] < high
+    assert len(row["nearest_points"]) == predict.NEAREST and row["nearest_points"][0]["chip"] == "m4"
+    assert {p["status"] for p in row["nearest_points"]} <= {"fitted", "checked only (not fitted)"}
+    assert row["route"] is None  # no public GPU timing of this model
 
 
 @pytest.mark.slow
@@ -192,7 +224,7 @@ def test_agent_exposes_the_predicted_crossover_of_its_packages(tiny_packages, ti
     assert set(rows) == {96, 192} and all(r["ane_faster"] for r in rows.values())
     ane = rows[192]["ane_request_ms"]
     # an MLX curve reaching the predicted ANE time at L192: the crossover is that bucket, L96 stays on the ANE
-    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 1e3), (192, ane)])
+    result = agent.predicted_crossover("m3-max", mlx_curve=[(96, 2 * ane), (192, ane)])  # exactly ane at L192
     assert result["crossover_length"] == 192 and result["ane_faster_up_to"] == 96
 
 

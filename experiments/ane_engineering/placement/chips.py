@@ -1,5 +1,5 @@
-"""The chip table (chips.json): each chip's Neural Engine FP16 peak and attainable bandwidth with their sources, read
-and checked once; chip names as the table keys them (lower case, hyphens: "m3-max")."""
+"""The chip table (chips.json): each chip's Neural Engine FP16 peak, attainable bandwidth, on-chip SRAM and generation
+with their sources, read and checked once; chip names as the table keys them (lower case, hyphens: "m3-max")."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ class ChipTableError(HarnessError):
 
 _OPTIONAL_NUMBER = {"anyOf": [POSITIVE_NUMBER, {"type": "null"}]}
 CHIP = open_object({"name": STRING, "peak_fp16_tflops": _OPTIONAL_NUMBER, "ane_bandwidth_gbs": POSITIVE_NUMBER,
-                    "fp16_basis": STRING, "bandwidth_source": STRING},
+                    "fp16_basis": STRING, "bandwidth_source": STRING, "sram_mb": POSITIVE_NUMBER, "sram_source": STRING,
+                    "generation": {"type": "string", "pattern": "^M[0-9]+$"}},
                    {"peak_fp16_tflops_if_int8_counted": _OPTIONAL_NUMBER, "assumed_peak_fp16_tflops": POSITIVE_NUMBER,
                     "assumed_peak_basis": STRING})
 CHIP_KEY = "^[a-z0-9]+(-[a-z0-9]+)*$"

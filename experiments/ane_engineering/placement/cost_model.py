@@ -483,8 +483,10 @@ def conventions() -> dict:
     }
 
 
-def cost_report(package_path, per_op: bool = False, chips: dict | None = None, length: int | None = None) -> dict:
-    """Cost and floors of a saved package: a probe directory (model.mlpackage + manifest.json) or an .mlpackage."""
+def cost_report(package_path, per_op: bool = False, chips: dict | None = None, length: int | None = None,
+                regions: bool = False) -> dict:
+    """Cost and floors of a saved package: a probe directory (model.mlpackage + manifest.json) or an .mlpackage;
+    `regions` adds the static placement's ANE regions (regions.py) to the cost."""
     from ..package.manifest import MANIFEST_NAME, PACKAGE_NAME, read_manifest
     from ..package.manifest import package_path as manifest_package
 
@@ -495,10 +497,15 @@ def cost_report(package_path, per_op: bool = False, chips: dict | None = None, l
         package = manifest_package(path, manifest) if manifest.get("package") else path / PACKAGE_NAME
     else:
         package = path
-    program = load_program(package).program
+    loaded = load_program(package)
+    program = loaded.program
     if length is None and manifest is not None:
         length = manifest.get("length")
     cost = program_cost(program, length=length, per_op=per_op)
+    if regions:
+        from .regions import program_regions
+
+        cost["regions"] = program_regions(program, loaded.spec)
     chips = chips or load_chips()
     report = {"format": FORMAT, "package": str(package), "cost": cost,
               "floors": {name: latency_floor(cost, chip) for name, chip in chips.items()},

@@ -3,7 +3,7 @@
 - MLX curve: piecewise linear through the public points of one model on one chip (public_latencies.py), extended
   past the ends along the end segments; with a single point, proportional to the length (a line through the origin
   and the point). The curve is an input, stated with its points; it is not modelled.
-- ANE side: the calibrated prediction of the request (predict.py) at each bucket length. For a dense-family layout
+- ANE side: the predicted request (predict.py, the cross-chip fit) at each bucket length. For a dense-family layout
   (dense, reference-run) every program total is a polynomial of degree <= 2 in L: each tensor's size is a product of
   channel sizes and at most two length axes (the L x L scores), and the op list does not depend on L. So the totals
   counted exactly at three lengths determine them at every length (`quadratic_totals`); tests check the identity
@@ -18,7 +18,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..core.errors import HarnessError
-from .predict import predict_cost
 
 FIELDS = ("non_constant_ops", "flops", "activation_bytes_read", "activation_bytes_written", "weight_bytes",
           "unfused_bytes", "compulsory_bytes")
@@ -89,11 +88,3 @@ def crossover(predicted_request: dict[int, float], curve: list[tuple[int, float]
                      "faster than the MLX curve at any longer length; ane_faster_up_to: the longest length where it "
                      "is faster; ane_slower_at lists every length where it is not (with a one-point MLX curve, "
                      "proportional to L, short lengths can fall there because the curve has no fixed cost)")}
-
-
-def dense_crossover(costs: dict[int, dict], curve: list[tuple[int, float]], chip: str, lengths: list[int],
-                    fit: dict | None = None, chips: dict | None = None) -> dict:
-    """Crossover of a dense-family export counted at three lengths, predicted on `chip` at every grid length."""
-    predicted = {length: predict_cost(quadratic_totals(costs, length), [chip], fit, chips)[chip]["predicted_request_ms"]
-                 for length in lengths}
-    return {"chip": chip, "counted_at": sorted(costs), **crossover(predicted, curve)}

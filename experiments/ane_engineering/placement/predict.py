@@ -1,51 +1,68 @@
-"""Predicted Neural Engine latency of one counted program on the chips of the table, with the band its fit implies.
+"""Predicted Neural Engine latency of one counted program on the chips of the table: the cross-chip fit
+(chip_fit.py, its coefficients from benchmarks/evidence/latency_fit.json), with its band, the device-state band, the
+ANE regions the static placement splits the program into, the nearest public points and their fitted/held-out
+status, and the route against a public GPU curve where one exists for this model on that chip.
 
-A prediction is the calibrated cost model (calibration.py) applied to a program_cost() result:
+    predicted_body_ms    = the fitted terms (compute, weights, resident and spilled activations, per op, crossings)
+    predicted_request_ms = predicted_body_ms + the fitted per-request host term
 
-    predicted_body_ms    = floor_ms + per_op_ms + traffic_ms        (the terms, calibration.terms)
-    predicted_request_ms = predicted_body_ms + boundary_ms
+Uncertainty is reported beside every number, never folded into it:
 
-on each chip of chips.json with the parameters fitted to the reference run (M3 Max). Two kinds of uncertainty are
-reported beside every number, never folded into it:
-
-- band: the leave-one-out ratios measured / predicted over the calibration points (`leave_one_out`). Each point is
-  predicted by a fit to the other points; a point whose removal leaves the two parameters unidentifiable (the two L96
-  points share one program, so without the L1024 point the per-op and per-byte terms are collinear) is reported as
-  such and gives no ratio. The band is [lowest ratio, highest ratio] (and 1) times the prediction. It rests on the
-  few points the reference run has, all of one chip and one graph: it does not measure the error of a transfer to
-  another chip, graph or length, which the out-of-sample check (benchmarks/predict_check.py) does.
-- assumed: chip figures the prediction used that are a stated assumption, not a sourced figure (chips.json
-  assumed_peak_fp16_tflops), and the per-op / per-byte parameters, which were only fitted on the M3 Max.
+- band: measured / predicted over the public points of this harness's graph kind, each predicted by the fit that
+  never saw its chip (leave-one-chip-out), as its 10% to 90% range times the prediction.
+- device_state: the burst and sustained states a public source observed (ratios to its warm median): a warm median
+  on a quiet machine can be that much faster early in a run, or slower once the device settles.
+- assumed: chip figures that are a stated assumption (chips.json assumed_peak_fp16_tflops, assumed SRAM).
 
 NOT_MODELLED lists what the model does not see. Every output here is a prediction, not a measurement.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from pathlib import Path
 
-from . import calibration
+from ..core.errors import HarnessError
+from ..core.json_documents import read_json
+from ..core.provenance import REPOSITORY_ROOT
+from . import chip_fit, public_latencies
 from .chips import chip_key, effective_peak, load_chips
 
-FORMAT = "ane-engineering/prediction/1"
+FORMAT = "ane-engineering/prediction/2"
+FIT_PATH = REPOSITORY_ROOT / "benchmarks" / "evidence" / "latency_fit.json"
+NEAREST = 3
 NOT_MODELLED = (
-    "fusion: the device fuses chains of ops and keeps tiles in on-chip SRAM; the model charges a fitted share "
-    "(traffic_factor) of every op's unfused activation traffic instead, the same share for every graph",
-    "row padding: the Neural Engine pads each row of a tensor's last axis to 64 bytes; the byte counts use the "
-    "dense element count, so short last axes (e.g. a 32-slot output, L x L scores at small L) cost more than counted",
-    "SRAM residency past ~32 MB: weights and activations above the on-chip SRAM (about 32 MB measured on the M4, "
-    "chips.json sram) spill to DRAM; the model has one bandwidth per chip and no cliff",
-    "the host's CPU work of a request (tokenising, embedding look-up, masks, the FP32 action head): no term; "
-    "predicted_request_ms adds only the inputs and outputs crossing the boundary once",
-    "chip transfer: per_op_ms and traffic_factor were fitted on the M3 Max only and are applied unchanged to every "
-    "chip with that chip's peak and bandwidth",
-    "graph: the prediction is for the program given (this harness's export); another port's graph of the same "
-    "model has other op counts and traffic",
+    "fusion beyond the residency rule: the model charges (B, C, 1, L) activation traffic with one fitted share and "
+    "spills an attention block's L x L traffic past the chip's SRAM; the compiler's real tiling is not seen",
+    "row padding: the Neural Engine pads each row of a tensor's last axis to 64 bytes; the byte counts use the dense "
+    "element count",
+    "the host's CPU work of a request is one fitted constant (host); it does not grow with the length or the machine",
+    "device state and power state: a prediction is a warm median on a quiet machine on AC power; device_state gives "
+    "the burst/sustained range one public source observed, and no public battery or low-power timing exists",
+    "graph: the prediction is for the program given (this harness's export); another port's graph of the same model "
+    "has other op counts and traffic, and Core AI (torch.export) graphs were fitted beside Core ML ones",
+    "chips without any public point (every chip but the M3 Max, M4, M4 Pro and M4 Max) rely on the chip figures "
+    "alone: the per-op and host terms are the fitted ones of the other generations",
 )
 
 
-class PredictionError(calibration.CalibrationError):
-    """A prediction the model cannot make (unknown chip, unusable calibration)."""
+class PredictionError(HarnessError):
+    """A prediction the model cannot make (unknown chip, missing or malformed fit evidence)."""
+
+
+def load_fit(path: Path | str = FIT_PATH) -> dict:
+    """The latency-fit evidence (benchmarks/latency_fit.py); refuses a missing or malformed file."""
+    path = Path(path)
+    if not path.is_file():
+        raise PredictionError(f"{path}: no latency-fit evidence; write it with "
+                              "`python benchmarks/latency_fit.py --output <path>`")
+    schema = {"type": "object", "required": ["format", "fit", "band", "points", "device_state"],
+              "properties": {"format": {"const": chip_fit.FORMAT},
+                             "fit": {"type": "object", "required": ["coefficients"],
+                                     "properties": {"coefficients": {
+                                         "type": "object", "required": list(chip_fit.TERMS),
+                                         "additionalProperties": {"type": "number", "minimum": 0}}}}}}
+    return read_json(path, schema, PredictionError)
 
 
 def resolve_chips(names: list[str] | None, chips: dict | None = None) -> list[str]:
@@ -62,81 +79,150 @@ def resolve_chips(names: list[str] | None, chips: dict | None = None) -> list[st
     return keys
 
 
-def _design(points: list[dict], chip: str, chips: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Relative least-squares system of calibration.fit: rows (columns per parameter) / measured, targets."""
-    zero = {name: 0.0 for name in calibration.PARAMETERS}
-    rows, targets = [], []
-    for point in points:
-        base = calibration.predict(point, chip, zero, chips)
-        rows.append([(calibration.predict(point, chip, {**zero, name: 1.0}, chips) - base) / point["measured_ms"]
-                     for name in calibration.PARAMETERS])
-        targets.append((point["measured_ms"] - base) / point["measured_ms"])
-    return np.array(rows), np.array(targets)
+def program_of(cost: dict, heads: int | None = None) -> dict:
+    """The fit's view of a program_cost() result: totals, L x L bytes, attention blocks (per head) and the heads of a
+    layer, and regions (a program counted without its regions is taken as one ANE region, and says so)."""
+    totals = cost["totals"]
+    lxl = cost.get("lxl") or {}
+    blocks = sum(group["blocks"] for group in (lxl.get("blocks_by_mask") or {}).values())
+    regions = cost.get("regions") or {"label": "not counted: taken as one ANE region", "regions": 1, "islands": 0,
+                                      "crossings": 0, "split": [], "crossing_ops": []}
+    return {**{f: totals[f] for f in chip_fit.FIELDS if f != "lxl_bytes"},
+            "lxl_bytes": (lxl.get("tensor_ops") or {}).get("bytes", 0), "attention_blocks": blocks,
+            "attention_heads": heads, "regions": regions}
 
 
-def leave_one_out(fit: dict | None = None, chips: dict | None = None) -> list[dict]:
-    """Each calibration point predicted by the fit to the others: its ratio measured / predicted, or why not."""
-    fit = fit or calibration.load_calibration()
-    chips = chips or load_chips()
-    points, chip = fit["points"], fit["chip"]
-    rows = []
-    for i, point in enumerate(points):
-        rest = points[:i] + points[i + 1:]
-        design, targets = _design(rest, chip, chips)
-        record = {"id": point["id"], "length": point["length"], "scope": point["scope"],
-                  "measured_ms": point["measured_ms"], "fitted_on": [p["id"] for p in rest]}
-        if np.linalg.matrix_rank(design) < len(calibration.PARAMETERS):
-            rows.append({**record, "identifiable": False,
-                         "why": ("the remaining points share one program (same counts), so the per-op and per-byte "
-                                 "terms cannot be told apart without this point")})
-            continue
-        solution = np.linalg.lstsq(design, targets, rcond=None)[0]
-        parameters = {name: float(v) for name, v in zip(calibration.PARAMETERS, solution)}
-        predicted = calibration.predict(point, chip, parameters, chips)
-        rows.append({**record, "identifiable": True, "parameters": parameters, "predicted_ms": predicted,
-                     "ratio_measured_to_predicted": point["measured_ms"] / predicted,
-                     "relative_error": predicted / point["measured_ms"] - 1.0})
-    return rows
+def _scaled(value: float, band: dict) -> list[float]:
+    return [value * band["low_ratio"], value * band["high_ratio"]]
 
 
-def band_from(loo: list[dict]) -> dict:
-    """The multiplicative band the leave-one-out ratios imply: [min, max] of the ratios and 1."""
-    ratios = [row["ratio_measured_to_predicted"] for row in loo if row.get("identifiable")]
-    if not ratios:
-        raise PredictionError("no calibration point is predictable by a fit to the others: no band")
-    return {"low_ratio": min(ratios + [1.0]), "high_ratio": max(ratios + [1.0]), "points": len(ratios),
-            "basis": ("leave-one-out over the calibration points: each predicted by the fit to the others; the band is "
-                      "[lowest, highest] measured / predicted ratio (and 1) times the prediction. Same chip, graph and "
-                      "two lengths as the fit: it does not cover chip, graph or length transfer "
-                      "(see the out-of-sample check)")}
+def _state(value: float, device_state: dict) -> dict | None:
+    for observation in device_state["observations"]:
+        if "burst_ratio" in observation:
+            return {"burst_ms": value * observation["burst_ratio"],
+                    "sustained_ms": value * observation["sustained_ratio"],
+                    "basis": f"{observation['id']}: burst {observation['burst_ms']} ms and sustained "
+                             f"{observation['sustained_ms']} ms against a warm median of "
+                             f"{observation['warm_median_ms']} ms ({observation['model']}, chip {observation['chip']})"}
+    return None
 
 
 def predict_cost(cost: dict, chip_keys: list[str] | None = None, fit: dict | None = None,
-                 chips: dict | None = None, band: dict | None = None) -> dict[str, dict]:
-    """{chip key: prediction} for one program_cost() result (its "totals" are enough)."""
-    fit = fit or calibration.load_calibration()
+                 chips: dict | None = None, heads: int | None = None) -> dict[str, dict]:
+    """{chip key: prediction} for one program_cost() result; `heads` (attention heads per layer) groups the
+    attention blocks into layers for the SRAM rule (unknown: each head is taken as its own layer, and said so)."""
+    fit = fit or load_fit()
     chips = chips or load_chips()
-    band = band or band_from(leave_one_out(fit, chips))
+    program = program_of(cost, heads)
+    coefficients = fit["fit"]["coefficients"]
     out = {}
     for key in resolve_chips(chip_keys, chips):
         figures = chips[key]
-        terms = calibration.terms({"totals": cost["totals"]}, key, fit["parameters"], chips)
-        body = terms["floor_ms"] + terms["per_op_ms"] + terms["traffic_ms"]
-        request = body + terms["boundary_ms"]
+        body_features = chip_fit.features(program, figures, "body")
+        terms = chip_fit.terms_ms(coefficients, body_features)
+        body = sum(terms.values())
+        host = coefficients["host"]
+        request = body + host
         peak, peak_assumed = effective_peak(figures)
-        assumed = ["per_op_ms and traffic_factor fitted on the " + fit["chip"] + " only"]
+        assumed = []
         if peak_assumed:
-            assumed.insert(0, f"peak_fp16_tflops {peak}: {figures['assumed_peak_basis']}")
+            assumed.append(f"peak_fp16_tflops {peak}: {figures['assumed_peak_basis']}")
+        if not figures["sram_source"].startswith("measured"):
+            assumed.append(f"sram_mb {figures['sram_mb']}: {figures['sram_source']}")
+        if not heads:
+            assumed.append("attention heads per layer unknown: each head is taken as its own layer for the SRAM rule "
+                           "(less spill predicted)")
+        if key not in fit.get("chips", {}):
+            assumed.append("no public point on this chip: the prediction rests on its chip figures and the terms "
+                           "fitted on the other chips")
         out[key] = {
-            "chip": key, "name": figures["name"],
-            "predicted_body_ms": body, "predicted_request_ms": request, "terms": terms,
-            "band": {"body_ms": [body * band["low_ratio"], body * band["high_ratio"]],
-                     "request_ms": [request * band["low_ratio"], request * band["high_ratio"]]},
-            "chip_figures": {"peak_fp16_tflops": peak, "peak_is_assumed": peak_assumed,
-                             "ane_bandwidth_gbs": figures["ane_bandwidth_gbs"]},
-            "assumed": assumed,
+            "chip": key, "name": figures["name"], "predicted_body_ms": body, "predicted_request_ms": request,
+            "terms_ms": {**{t: v for t, v in terms.items() if t != "host"}, "host": host},
+            "overlapped": {"p": coefficients[chip_fit.OVERLAP],
+                           "what": "compute and memory terms run side by side: (compute^p + memory^p)^(1/p)"},
+            "band": {"body_ms": _scaled(body, fit["band"]), "request_ms": _scaled(request, fit["band"])},
+            "device_state": {"body_ms": _state(body, fit["device_state"]),
+                             "request_ms": _state(request, fit["device_state"])},
+            "attention_spill_share": body_features["_spill_share"],
+            "chip_figures": chip_fit.chip_figures(key, chips), "assumed": assumed,
         }
     return out
+
+
+def _distance(point: dict, chip: str, model: str | None, length: int, crossings: int) -> tuple:
+    return (point["chip"] != chip, point["program"].split("|")[0] != model if model else True,
+            abs(math.log2(point["length"] / length)), point["crossings"] != crossings, point["id"])
+
+
+def nearest_points(fit: dict, chip: str, model: str | None, length: int, count: int = NEAREST,
+                   crossings: int = 0) -> list[dict]:
+    """The public points nearest a prediction (same chip first, then the same model, the nearest length, the same
+    number of crossings), each with whether the fit used it and how well the fit that never saw its chip predicted
+    it."""
+    ranked = sorted(fit["points"], key=lambda p: _distance(p, chip, model, length, crossings))[:count]
+    return [{"id": p["id"], "chip": p["chip"], "length": p["length"], "scope": p["scope"], "crossings": p["crossings"],
+             "graph_kind": p["graph_kind"], "measured_ms": p["measured_ms"],
+             "status": "fitted" if p["fitted"] else "checked only (not fitted)",
+             "in_sample_error": p["in_sample_error"],
+             "held_out_error": p["leave_one_chip_out_error"],
+             "held_out": f"predicted {p['leave_one_chip_out_ms']:.3f} ms by the fit that never saw {p['chip']}"}
+            for p in ranked]
+
+
+def matching_model(dims: dict | None, document: dict | None = None) -> str | None:
+    """The counted public model with these encoder dimensions (hidden, layers, heads, intermediate), if any."""
+    if not dims:
+        return None
+    document = document or public_latencies.load()
+    for model in sorted({(p["counted_as"] or {}).get("model") for p in document["points"]} - {None}):
+        if public_latencies.model_dims(model, document) == dims:
+            return model
+    return None
+
+
+def route(prediction: dict, model: str | None, length: int, document: dict | None = None) -> dict | None:
+    """The predicted ANE request against the public GPU curve of the same model on the same chip, at `length`."""
+    from .crossover import mlx_ms
+
+    if model is None:
+        return None
+    document = document or public_latencies.load()
+    try:
+        curve = public_latencies.gpu_curve(model, prediction["chip"], document)
+    except public_latencies.PublicLatencyError:
+        return None
+    gpu = mlx_ms(curve, length)
+    ane = prediction["predicted_request_ms"]
+    low, high = prediction["band"]["request_ms"]
+    return {"gpu_curve": [{"length": x, "ms": y} for x, y in curve], "gpu_ms": gpu, "ane_request_ms": ane,
+            "route": "ane" if ane < gpu else "gpu",
+            "decided_by_band": high < gpu or low > gpu,
+            "rule": "ane when the predicted request is faster than the GPU curve at this length (piecewise linear "
+                    "through its public points); decided_by_band: the whole band is on one side"}
+
+
+def report(cost: dict, program: dict, chip_keys: list[str] | None = None, fit: dict | None = None,
+           chips: dict | None = None, dims: dict | None = None) -> dict:
+    """The whole prediction document: what was counted, its regions, per-chip predictions with bands, the nearest
+    public points, the GPU route, the fit's coefficients and limits."""
+    fit = fit or load_fit()
+    chips = chips or load_chips()
+    document = public_latencies.load()
+    model = matching_model(dims, document)
+    length = program.get("length") or cost.get("length")
+    rows = predict_cost(cost, chip_keys, fit, chips, (dims or {}).get("num_attention_heads"))
+    regions = program_of(cost, None)["regions"]
+    for key, row in rows.items():
+        row["nearest_points"] = (nearest_points(fit, key, model, length, crossings=regions["crossings"])
+                                 if length else [])
+        row["route"] = route(row, model, length, document) if length else None
+    return {"format": FORMAT, "label": chip_fit.LABEL, "program": {**program, **counts(cost)},
+            "regions": regions, "matching_public_model": model, "chips": rows,
+            "band": fit["band"], "device_state": fit["device_state"],
+            "fit": {"coefficients": fit["fit"]["coefficients_described"], "status": fit["fit"]["status"],
+                    "evidence": str(FIT_PATH.relative_to(REPOSITORY_ROOT)),
+                    "leave_one_chip_out": fit["leave_one_chip_out"]["summary"]["masked_bc1s"]},
+            "not_modelled": list(NOT_MODELLED)}
 
 
 def counts(cost: dict) -> dict:
@@ -145,19 +231,3 @@ def counts(cost: dict) -> dict:
     return {"non_constant_ops": totals["non_constant_ops"], "gflop": totals["flops"] / 1e9,
             "compulsory_mb": totals["compulsory_bytes"] / 1e6, "unfused_mb": totals["unfused_bytes"] / 1e6,
             "io_bytes": totals["io_bytes"]}
-
-
-def report(cost: dict, program: dict, chip_keys: list[str] | None = None, fit: dict | None = None,
-           chips: dict | None = None) -> dict:
-    """The whole prediction document: what was counted, per-chip predictions, band, calibration, limits."""
-    fit = fit or calibration.load_calibration()
-    chips = chips or load_chips()
-    loo = leave_one_out(fit, chips)
-    band = band_from(loo)
-    return {"format": FORMAT, "label": calibration.LABEL, "program": {**program, **counts(cost)},
-            "chips": predict_cost(cost, chip_keys, fit, chips, band),
-            "band": band, "leave_one_out": loo,
-            "calibration": {"chip": fit["chip"], "parameters": fit["parameters"],
-                            "evidence": str(calibration.EVIDENCE_PATH.relative_to(calibration.REPOSITORY)),
-                            "points": [p["id"] for p in fit["points"]]},
-            "not_modelled": list(NOT_MODELLED)}

@@ -223,11 +223,12 @@ class ANEAgent(PackageAgent):
     """Runs decision requests on exported body packages (several buckets: the smallest that fits is used)."""
 
     def predicted_crossover(self, chip: str, mlx_curve: list[tuple[int, float]] | None = None) -> dict:
-        """Per loaded bucket, the predicted Neural Engine request on `chip` (calibrated cost model of the package's
-        own program: placement/predict.py) against an MLX latency curve, and the first bucket where the Neural Engine
-        is predicted slower (placement/crossover.py): a runtime can route requests longer than `ane_faster_up_to`
-        away. Without `mlx_curve`, the public curve of the reference model on `chip` (placement/public_latencies.json);
-        refused when the packages are not of the reference model's dimensions or no curve is known. A prediction."""
+        """Per loaded bucket, the predicted Neural Engine request on `chip` (the cross-chip latency model of the
+        package's own program: placement/predict.py) against an MLX latency curve, and the first bucket where the
+        Neural Engine is predicted slower (placement/crossover.py): a runtime can route requests longer than
+        `ane_faster_up_to` away. Without `mlx_curve`, the public curve of the reference model on `chip`
+        (placement/public_latencies.json); refused when the packages are not of the reference model's dimensions or
+        no curve is known. A prediction."""
         from ..placement import crossover, predict, public_latencies
         from ..placement.cost_model import cost_report
         from ..placement.roofline import reference_model_mismatches
@@ -242,9 +243,10 @@ class ANEAgent(PackageAgent):
                 mlx_curve = public_latencies.mlx_curve("mmbert-base-shape", key)
             except public_latencies.PublicLatencyError as error:
                 raise RequestError(str(error)) from error
-        predicted = {length: predict.predict_cost(cost_report(self.package_dirs[length])["cost"], [key])[key]
-                     ["predicted_request_ms"] for length in self.lengths}
-        return {"chip": key, "label": "prediction (calibrated cost model; not a measurement)",
+        heads = self.checkpoint.config.encoder.num_attention_heads
+        predicted = {length: predict.predict_cost(cost_report(self.package_dirs[length], regions=True)["cost"], [key],
+                                                  heads=heads)[key]["predicted_request_ms"] for length in self.lengths}
+        return {"chip": key, "label": "prediction (cross-chip latency model; not a measurement)",
                 **crossover.crossover(predicted, list(mlx_curve))}
 
     def __init__(self, packages: list[Path], checkpoint: Checkpoint, backend: str | None = None, adapter=None):

@@ -28,6 +28,7 @@ from ..core.errors import HarnessError
 from ..core.json_documents import read_json
 from ..model.window_tiles import DEFAULT_TILE
 from ..placement.cost_model import program_cost
+from ..placement.regions import program_regions
 from .attention_choice import CHOICES as PROBE_CHOICES
 from .attention_choice import choose_layout, requested_layout
 
@@ -103,6 +104,7 @@ def export_cost(checkpoint: Checkpoint, kind: str, length: int, attention: str =
     except ExportSpecError as error:
         raise PredictInputError(str(error)) from error
     cost = program_cost(model._mil_program, length)
+    cost["regions"] = program_regions(model._mil_program)
     description = {"what": "the program probe would export (converted here, not written)",
                    "source": checkpoint.source, "kind": kind, "length": length,
                    "attention": {**record, "layout": layout.name, "tile": layout.tile},
@@ -110,10 +112,22 @@ def export_cost(checkpoint: Checkpoint, kind: str, length: int, attention: str =
     return cost, description
 
 
-def source_cost(source: str | None, config: str | None, kind: str, length: int, attention: str = "auto",
+def model_dims(config) -> dict:
+    """The encoder dimensions public points are matched on (placement/public_latencies.py DIMENSIONS)."""
+    encoder = config.encoder
+    return {"hidden_size": encoder.hidden_size, "num_hidden_layers": encoder.num_hidden_layers,
+            "num_attention_heads": encoder.num_attention_heads, "intermediate_size": encoder.intermediate_size}
+
+
+def source_cost(source: str | None, config: str | None, kind: str | None, length: int, attention: str = "auto",
                 tile: int = DEFAULT_TILE) -> tuple[dict, dict]:
+    """(cost, description) of the export of a source or a bare config; `kind` None is the body when the checkpoint
+    has a decision head, else the encoder (a plain BERT or ModernBERT config)."""
     checkpoint = config_checkpoint(config) if config else load_checkpoint(source)
-    return export_cost(checkpoint, kind, length, attention, tile)
+    if kind is None:
+        kind = "body" if checkpoint.config.head is not None else "encoder"
+    cost, description = export_cost(checkpoint, kind, length, attention, tile)
+    return cost, {**description, "model_dims": model_dims(checkpoint.config)}
 
 
 def package_cost(directory: Path) -> tuple[dict, dict]:
@@ -123,13 +137,17 @@ def package_cost(directory: Path) -> tuple[dict, dict]:
     directory = Path(directory)
     if not directory.exists():
         raise PredictInputError(f"--package {directory}: no such directory")
-    report = cost_report(directory)
+    report = cost_report(directory, regions=True)
     manifest = report.get("manifest") or {}
+    encoder = (manifest.get("model_config") or {}).get("encoder") or {}
+    dims = {name: encoder.get(name) for name in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                 "intermediate_size")}
     description = {"what": "a package on disk", "package": str(directory), "kind": manifest.get("kind"),
                    "length": report["cost"]["length"], "package_sha256": manifest.get("package_sha256"),
-                   "source": (manifest.get("source") or {}).get("source")}
+                   "source": (manifest.get("source") or {}).get("source"),
+                   "model_dims": dims if all(dims.values()) else None}
     return report["cost"], description
 
 
 __all__ = ["ATTENTION_CHOICES", "PROBE_CHOICES", "PredictInputError", "config_checkpoint", "export_cost",
-           "named_configs", "package_cost", "source_cost"]
+           "model_dims", "named_configs", "package_cost", "source_cost"]

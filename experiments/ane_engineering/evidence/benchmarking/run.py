@@ -4,6 +4,8 @@
 - component: the body alone, one backend call on synthetic embeddings and full-length masks;
 - full path: an ANEAgent request from tokenization to formatted output on a real fixture question (with
   `long`, a real ~1,024-token input, never a short one padded);
+- windows: the component timing is the short window; on a device backend (Core ML on macOS) a long window of
+  consecutive calls follows it, reported by blocks, so a burst -> sustained transition shows (windows.py);
 - paired (`vs`): two candidates interleaved call by call in one process, with the per-pair ratio distribution.
   The two may differ in attention layout (`probe --attention dense|windowed`): each body is called with the masks
   of its own layout, each request builds its own (the ANEAgent), and the evidence records both layouts. On macOS
@@ -25,6 +27,7 @@ from ...package.inputs.device_inputs import device_masks
 from ...package.inputs.questions import encode_question, load_questions
 from ...run.agent import ANEAgent
 from .timing import paired_calls, ratio_summary, summarize, timed_calls
+from .windows import LONG_WINDOW_CALLS, long_window
 
 
 def _reference_counts(measurement_id: str) -> dict:
@@ -85,7 +88,8 @@ def package_record(agent: ANEAgent, length: int) -> dict:
 
 
 def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: bool = False,
-              component: dict | None = None, full_path: dict | None = None, vs: Path | None = None) -> dict:
+              component: dict | None = None, full_path: dict | None = None, vs: Path | None = None,
+              long_window_calls: int = LONG_WINDOW_CALLS) -> dict:
     component = {**COMPONENT_DEFAULTS, **(component or {})}
     full_path = {**FULL_PATH_DEFAULTS, **(full_path or {})}
     agent = ANEAgent([package], checkpoint, backend)
@@ -112,6 +116,10 @@ def benchmark(checkpoint: Checkpoint, package: Path, backend: str | None, long: 
                       "timing": summarize(timed_calls(lambda: agent.decide(question, length),
                                                       full_path["warmup"], full_path["calls"]))},
     }
+    # the short window is `component` (the reference run's counts); the long one follows it on the device
+    result["windows"] = {"short": {"what": "component.timing: the reference run's warm-up and timed calls",
+                                   "calls": component["calls"], "p50_ms": result["component"]["timing"]["p50_ms"]},
+                         "long": long_window(body_call, result["backend"]["backend"], long_window_calls)}
     if vs is not None:
         other = ANEAgent([vs], checkpoint, backend)
         if other.lengths != agent.lengths:
